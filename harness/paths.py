@@ -1,0 +1,10 @@
+"""Where the repository's fixtures and suites live (the harness runs from a clone, installed editable)."""
+
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+FIXTURE_MODELS = REPO_ROOT / "fixtures" / "models"
+DEFAULT_PROMPTS = REPO_ROOT / "fixtures" / "prompts.json"
+DEFAULT_MODEL = FIXTURE_MODELS / "tiny-deepseek-v3"
+SUITES = REPO_ROOT / "suites"
+REPORTS = REPO_ROOT / "reports"
