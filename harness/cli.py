@@ -1,0 +1,105 @@
+"""`mtp-harness` command line: `run` runs the suites through pytest and prints a one-screen summary."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ElementTree
+from collections import Counter
+from pathlib import Path
+
+from harness.paths import DEFAULT_MODEL, REPORTS, SUITES
+
+SUITE_MARKERS = {
+    "greedy": "greedy",
+    "sampling": "sampling",
+    "invariants": "invariants",
+    "all": "greedy or sampling or invariants",
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="mtp-harness", description="Correctness harness for MTP-assisted decoding.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    run = commands.add_parser("run", help="run the suites on a decoder and model, print a summary")
+    run.add_argument("--suite", choices=sorted(SUITE_MARKERS), default="all", help="which suites (default: all)")
+    run.add_argument("--decoder", default="mtp", help="decoder under test (default: mtp)")
+    run.add_argument("--model", default=str(DEFAULT_MODEL), help="model directory or fixture name")
+    run.add_argument("--device", default="cpu", help="torch device (default: cpu)")
+    run.add_argument("--dtype", default=None, help="float64 | float32 | bf16 | fp16 (default: float64 on CPU)")
+    run.add_argument("--harness-seed", default=None, help="session seed (default: the plugin's fixed seed)")
+    run.add_argument("-n", "--workers", default=None, help="pytest-xdist workers (e.g. 2 or auto)")
+    run.add_argument("--report-dir", type=Path, default=REPORTS, help="where run directories go (default: reports/)")
+    run.add_argument("pytest_args", nargs=argparse.REMAINDER, help="extra pytest arguments after --")
+    return parser
+
+
+def pytest_command(args: argparse.Namespace, junit: Path) -> list[str]:
+    """The pytest invocation for `mtp-harness run` (printed, so a run can be reproduced by hand)."""
+    command = [sys.executable, "-m", "pytest", str(SUITES), "-m", SUITE_MARKERS[args.suite], "-q"]
+    command += [f"--decoder={args.decoder}", f"--model={args.model}", f"--device={args.device}"]
+    if args.dtype:
+        command.append(f"--dtype={args.dtype}")
+    if args.harness_seed:
+        command.append(f"--harness-seed={args.harness_seed}")
+    if args.workers:
+        command += ["-n", str(args.workers)]
+    command.append(f"--junitxml={junit}")
+    extra = args.pytest_args[1:] if args.pytest_args[:1] == ["--"] else args.pytest_args
+    return command + extra
+
+
+def summarize(junit: Path) -> dict[str, Counter]:
+    """Outcome counts per suite (the directory under suites/) from a JUnit XML file."""
+    per_suite: dict[str, Counter] = {}
+    for case in ElementTree.parse(junit).iter("testcase"):
+        parts = case.get("classname", "").split(".")
+        suite = parts[1] if len(parts) > 2 and parts[0] == "suites" else parts[0]
+        outcome = "passed"
+        for child in case:
+            if child.tag in ("failure", "error", "skipped"):
+                outcome = {"failure": "failed", "error": "error", "skipped": "skipped"}[child.tag]
+        per_suite.setdefault(suite, Counter())[outcome] += 1
+    return per_suite
+
+
+def format_summary(per_suite: dict[str, Counter]) -> str:
+    columns = ("passed", "failed", "error", "skipped")
+    lines = [f"{'suite':<14}" + "".join(f"{c:>9}" for c in columns)]
+    for suite, counts in sorted(per_suite.items(), key=lambda item: (-item[1]["failed"] - item[1]["error"], item[0])):
+        lines.append(f"{suite:<14}" + "".join(f"{counts[c]:>9}" for c in columns))
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    run_id = time.strftime("%Y%m%d-%H%M%S")
+    run_dir = args.report_dir / run_id
+    run_dir.mkdir(parents=True, exist_ok=True)
+    junit = run_dir / "junit.xml"
+    command = pytest_command(args, junit)
+    print("mtp-harness run:", shlex.join(command), flush=True)
+    started = time.perf_counter()
+    code = subprocess.call(command)
+    elapsed = time.perf_counter() - started
+    print()
+    if junit.is_file():
+        print(format_summary(summarize(junit)))
+    if code == 5:
+        print("mtp-harness: no test matched these suites")
+    verdict = "PASSED" if code == 0 else "FAILED"
+    print(f"mtp-harness: {verdict} in {elapsed:.1f}s (pytest exit code {code}); results in {run_dir}")
+    return code
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "run":
+        return run(args)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,174 @@
+"""The pytest plugin (entry point `pytest11: mtp_harness`): options, markers, seeds, session-wide models.
+
+Options live in one group, `mtp-harness`. The session seed is printed in the report header and handed
+to pytest-xdist workers; each test's seed is derived from it and the test's node id.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from harness.paths import DEFAULT_MODEL, DEFAULT_PROMPTS, FIXTURE_MODELS
+from harness.seeds import derive_test_seed
+
+if TYPE_CHECKING:  # torch and transformers load lazily: a plain `pytest --help` stays fast
+    from harness.models import ModelBundle
+    from harness.prompts import Prompt
+
+
+DEFAULT_SEED = 20261129
+SEED_CACHE_KEY = "mtp_harness/seed"
+
+MARKERS = {
+    "greedy": "greedy suites: token-for-token identity with target-only greedy decoding",
+    "sampling": "sampling suites: chi-square / G tests against the exact target distribution",
+    "invariants": "invariant suites: KV cache and position state after every rejection",
+    "gpu": "needs CUDA; skipped with a reason where there is none",
+    "slow": "takes minutes; run nightly",
+}
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("mtp-harness", "mtp-harness: MTP decoding correctness")
+    group.addoption(
+        "--decoder",
+        default="mtp",
+        help="decoder under test: a registered name (mtp, target, transformers-mtp, mutant:<name>, ...) "
+        "or module:factory for your own. Default: mtp.",
+    )
+    group.addoption(
+        "--model",
+        default=str(DEFAULT_MODEL),
+        help="model directory (config.json, safetensors, tokenizer.json) or the name of a bundled fixture "
+        f"({', '.join(sorted(p.name for p in FIXTURE_MODELS.glob('*') if p.is_dir()))}). Default: tiny-deepseek-v3.",
+    )
+    group.addoption("--device", default="cpu", help="torch device for the model, e.g. cpu or cuda. Default: cpu.")
+    group.addoption(
+        "--dtype",
+        default=None,
+        help="model dtype: float64, float32, bf16, fp16. Default: float64 on CPU (exact identity expected), "
+        "bf16 on CUDA.",
+    )
+    group.addoption(
+        "--harness-seed",
+        default=str(DEFAULT_SEED),
+        help=f"session seed: an integer, 'random' for a new one, or 'last' to replay the previous run's. "
+        f"Default: {DEFAULT_SEED}.",
+    )
+    group.addoption(
+        "--prompts", default=str(DEFAULT_PROMPTS), help="prompt fixture file (JSON). Default: fixtures/prompts.json."
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for name, description in MARKERS.items():
+        config.addinivalue_line("markers", f"{name}: {description}")
+    config.stash[_SEED] = _session_seed(config)
+
+
+_SEED = pytest.StashKey[int]()
+
+
+def _session_seed(config: pytest.Config) -> int:
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None and "mtp_harness_seed" in workerinput:
+        return int(workerinput["mtp_harness_seed"])
+    value = config.getoption("--harness-seed")
+    if value == "random":
+        seed = random.SystemRandom().randrange(2**32)
+    elif value == "last":
+        cached = config.cache.get(SEED_CACHE_KEY, None) if config.cache else None
+        if cached is None:
+            raise pytest.UsageError("--harness-seed=last: no previous seed recorded in the pytest cache")
+        seed = int(cached)
+    else:
+        try:
+            seed = int(value)
+        except ValueError:
+            raise pytest.UsageError(f"--harness-seed must be an integer, 'random' or 'last', got {value!r}") from None
+    if config.cache is not None:
+        config.cache.set(SEED_CACHE_KEY, seed)
+    return seed
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node) -> None:  # noqa: ANN001 - xdist WorkerController
+    """pytest-xdist: every worker uses the controller's session seed."""
+    node.workerinput["mtp_harness_seed"] = node.config.stash[_SEED]
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    return [
+        f"mtp-harness: session seed {config.stash[_SEED]} (replay: --harness-seed={config.stash[_SEED]}), "
+        f"decoder {config.getoption('--decoder')}, model {resolve_model_path(config.getoption('--model'))}, "
+        f"device {config.getoption('--device')}, dtype {resolved_dtype(config)}"
+    ]
+
+
+def resolve_model_path(model: str) -> Path:
+    """A bundled fixture name ('tiny-mimo') or a directory path."""
+    fixture = FIXTURE_MODELS / model
+    return fixture if "/" not in model and fixture.is_dir() else Path(model)
+
+
+def resolved_dtype(config: pytest.Config) -> str:
+    dtype = config.getoption("--dtype")
+    if dtype is not None:
+        from harness.models import parse_dtype
+
+        return str(parse_dtype(dtype)).removeprefix("torch.")
+    return "bfloat16" if str(config.getoption("--device")).startswith("cuda") else "float64"
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Tests that take a `prompt` argument run once per prompt fixture, with the prompt id as test id."""
+    if "prompt" in metafunc.fixturenames:
+        from harness.prompts import load_prompts
+
+        prompts = load_prompts(metafunc.config.getoption("--prompts"))
+        metafunc.parametrize("prompt", prompts, ids=[p.id for p in prompts])
+
+
+@pytest.fixture(scope="session")
+def harness_seed(pytestconfig: pytest.Config) -> int:
+    """The session seed (printed in the report header)."""
+    return pytestconfig.stash[_SEED]
+
+
+@pytest.fixture
+def test_seed(request: pytest.FixtureRequest, harness_seed: int) -> int:
+    """This test's seed: session seed + crc32(node id); stable under reordering and pytest-xdist."""
+    return derive_test_seed(harness_seed, request.node.nodeid)
+
+
+_BUNDLES: dict[tuple[str, str, str], ModelBundle] = {}
+
+
+def bundle_for(model: str, device: str, dtype: str) -> ModelBundle:
+    """Load a model once per process (session-wide cache keyed by path, device and dtype)."""
+    from harness.models import load_bundle
+
+    key = (str(resolve_model_path(model).resolve()), device, dtype)
+    if key not in _BUNDLES:
+        _BUNDLES[key] = load_bundle(key[0], device=device, dtype=dtype)
+    return _BUNDLES[key]
+
+
+@pytest.fixture(scope="session")
+def bundle(pytestconfig: pytest.Config) -> ModelBundle:
+    """The model under test (--model, --device, --dtype), loaded once per session."""
+    return bundle_for(
+        pytestconfig.getoption("--model"), pytestconfig.getoption("--device"), resolved_dtype(pytestconfig)
+    )
+
+
+@pytest.fixture(scope="session")
+def prompts(pytestconfig: pytest.Config) -> list[Prompt]:
+    """The prompt fixtures (--prompts)."""
+    from harness.prompts import load_prompts
+
+    return load_prompts(pytestconfig.getoption("--prompts"))

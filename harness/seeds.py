@@ -1,0 +1,19 @@
+"""Seed derivation: one session seed, and per-test seeds that do not move when tests are added or reordered."""
+
+from __future__ import annotations
+
+import zlib
+
+import torch
+
+SEED_MODULUS = 2**63 - 1  # torch.Generator.manual_seed accepts [0, 2**64); keep to signed int64 range
+
+
+def derive_test_seed(session_seed: int, node_id: str) -> int:
+    """seed(test) = (session seed + crc32(node id)) mod (2^63 - 1), as pytest-randomly does."""
+    return (session_seed + zlib.crc32(node_id.encode())) % SEED_MODULUS
+
+
+def generator(seed: int, device: str | torch.device = "cpu") -> torch.Generator:
+    """A fresh generator seeded with `seed`; the harness never draws from the global RNG."""
+    return torch.Generator(device=device).manual_seed(seed)

@@ -1,0 +1,59 @@
+"""nox sessions: the same commands locally and in CI.
+
+    nox -s tests          every test (what CI runs)
+    nox -s greedy         pytest -m greedy (every commit)
+    nox -s sampling       pytest -m sampling
+    nox -s invariants     pytest -m invariants
+    nox -s lint           ruff check + ruff format --check
+
+Extra pytest arguments go after `--`, e.g. `nox -s greedy -- --decoder transformers-mtp`.
+"""
+
+import os
+
+import nox
+
+nox.options.default_venv_backend = "venv"
+nox.options.reuse_existing_virtualenvs = True
+nox.options.sessions = ["lint", "tests"]
+
+# The CPU build of torch first, so that the project's `torch>=...` requirement never pulls a CUDA build.
+# On a GPU runner set MTP_HARNESS_TORCH to the CUDA torch requirement you want.
+TORCH = "torch==2.13.0"
+
+
+def install(session: nox.Session) -> None:
+    session.install(os.environ.get("MTP_HARNESS_TORCH", TORCH))
+    session.install("-e", ".[dev]")
+
+
+def run_pytest(session: nox.Session, *args: str) -> None:
+    install(session)
+    session.run("pytest", *args, *session.posargs)
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    run_pytest(session, "-n", "2")
+
+
+@nox.session
+def greedy(session: nox.Session) -> None:
+    run_pytest(session, "-m", "greedy")
+
+
+@nox.session
+def sampling(session: nox.Session) -> None:
+    run_pytest(session, "-m", "sampling")
+
+
+@nox.session
+def invariants(session: nox.Session) -> None:
+    run_pytest(session, "-m", "invariants")
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    session.install("ruff")
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
