@@ -1,0 +1,31 @@
+"""transformers' own MTP generation (`generate(..., use_mtp=True)`) pointed at a bundle's checkpoint."""
+
+from __future__ import annotations
+
+from transformers import PreTrainedModel
+
+from harness.errors import HarnessError
+from harness.layouts import DEEPSEEK_V3, MIMO
+from harness.models import ModelBundle
+
+
+class TransformersMTPUnsupported(HarnessError):
+    """transformers' MtpModel cannot read this checkpoint's MTP layers."""
+
+
+def enable_transformers_mtp(bundle: ModelBundle) -> PreTrainedModel:
+    """The bundle's target model, set up so that `generate(use_mtp=True)` finds its MTP weights.
+
+    transformers looks for DeepSeek-V3 MTP weights only at layer 61 (`_keys_to_ignore_on_load_unexpected`);
+    a checkpoint with another layer count needs the pattern pointed at its own MTP layers. transformers
+    has no weight mapping for the MiMo layout.
+    """
+    if bundle.layout.name == MIMO:
+        raise TransformersMTPUnsupported(
+            "transformers' MtpModel has no weight mapping for the MiMo layout (model.mtp_layers.*)"
+        )
+    if bundle.layout.name == DEEPSEEK_V3:
+        first = bundle.config.num_hidden_layers
+        patterns = [rf"model\.layers\.{first + d}\..*" for d in range(bundle.layout.num_depths)]
+        bundle.target._keys_to_ignore_on_load_unexpected = patterns
+    return bundle.target
