@@ -17,6 +17,7 @@ import transformers
 from torch import nn
 from transformers import AutoConfig, AutoModelForCausalLM, PretrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
 
+from harness.attention import EXACT_ATTENTION
 from harness.checkpoint import SafetensorsCheckpoint, open_checkpoint
 from harness.errors import CheckpointError, HarnessError
 from harness.experts import fuse_experts
@@ -88,10 +89,12 @@ def load_bundle(
     path: str | Path,
     device: str | torch.device = "cpu",
     dtype: str | torch.dtype = torch.float64,
-    attn_implementation: str = "eager",
+    attn_implementation: str = EXACT_ATTENTION,
 ) -> ModelBundle:
     """Load a model directory (config.json, safetensors weights, tokenizer) with its MTP depths.
 
+    attn_implementation: the harness's own float64-exact eager kernel by default (harness/attention.py);
+    any transformers implementation name ("sdpa", "flash_attention_2", ...) is accepted.
     Raises CheckpointError (or a subclass) naming the file and tensor for a missing directory, a
     checkpoint without MTP layers, an unknown layout, a shape mismatch or a tokenizer/model vocab mismatch.
     """

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from harness.paths import DEFAULT_MODEL, DEFAULT_PROMPTS, FIXTURE_MODELS
-from harness.seeds import derive_test_seed
+from harness.seeds import derive_seed
 
 if TYPE_CHECKING:  # torch and transformers load lazily: a plain `pytest --help` stays fast
     from harness.models import ModelBundle
@@ -142,7 +142,7 @@ def harness_seed(pytestconfig: pytest.Config) -> int:
 @pytest.fixture
 def test_seed(request: pytest.FixtureRequest, harness_seed: int) -> int:
     """This test's seed: session seed + crc32(node id); stable under reordering and pytest-xdist."""
-    return derive_test_seed(harness_seed, request.node.nodeid)
+    return derive_seed(harness_seed, request.node.nodeid)
 
 
 _BUNDLES: dict[tuple[str, str, str], ModelBundle] = {}

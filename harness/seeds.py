@@ -9,9 +9,10 @@ import torch
 SEED_MODULUS = 2**63 - 1  # torch.Generator.manual_seed accepts [0, 2**64); keep to signed int64 range
 
 
-def derive_test_seed(session_seed: int, node_id: str) -> int:
-    """seed(test) = (session seed + crc32(node id)) mod (2^63 - 1), as pytest-randomly does."""
-    return (session_seed + zlib.crc32(node_id.encode())) % SEED_MODULUS
+def derive_seed(seed: int, label: str) -> int:
+    """seed(label) = (seed + crc32(label)) mod (2^63 - 1): per-test seeds (label = node id, as
+    pytest-randomly does) and independent per-request streams (label = "draft", "verify")."""
+    return (seed + zlib.crc32(label.encode())) % SEED_MODULUS
 
 
 def generator(seed: int, device: str | torch.device = "cpu") -> torch.Generator:

@@ -11,6 +11,7 @@ from safetensors.torch import load_file, save_file
 from transformers import AutoModelForCausalLM, DeepseekV3ForCausalLM
 from transformers.modeling_layers import MtpModel
 
+from harness.attention import EXACT_ATTENTION
 from harness.layouts import DEEPSEEK_V3, MIMO, MTP_PREFIX
 from harness.models import load_bundle
 from harness.paths import FIXTURE_MODELS
@@ -97,7 +98,7 @@ def test_transformers_deepseek_v3_loader_accepts_the_fixture(fixture_bundle):
         FIXTURE_MODELS / "tiny-deepseek-v3",
         dtype=torch.float64,
         experts_implementation="eager",
-        attn_implementation="eager",  # the bundle's; CPU sdpa differs from eager by ~2e-6 here, even in float64
+        attn_implementation=EXACT_ATTENTION,  # the bundle's kernel (transformers' eager softmax runs in float32)
         output_loading_info=True,
     )
     assert info["missing_keys"] == set() or not info["missing_keys"]
@@ -114,7 +115,7 @@ def test_mtp_depths_equal_transformers_own_mtp_model(fixture_bundle, name):
     draft logits at every depth as the harness's MTPDepth: the fixture layout is the real one."""
     bundle = fixture_bundle(name)
     main = AutoModelForCausalLM.from_pretrained(
-        FIXTURE_MODELS / name, dtype=torch.float64, experts_implementation="eager", attn_implementation="eager"
+        FIXTURE_MODELS / name, dtype=torch.float64, experts_implementation="eager", attn_implementation=EXACT_ATTENTION
     )
     if name == "tiny-deepseek-v3":  # transformers only looks for DeepSeek MTP weights at layer 61
         main._keys_to_ignore_on_load_unexpected = [r"model\.layers\.2.*", r"model\.layers\.3.*"]

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from harness.seeds import derive_test_seed
+from harness.seeds import derive_seed
 
 pytest_plugins = ["pytester"]
 
@@ -74,7 +74,7 @@ def test_it_prints_the_session_seed_in_the_header(pytester):
 
 def test_per_test_seed_is_session_seed_plus_crc32_of_the_node_id(pytester):
     assert _recorded_seeds(pytester, SEED_RECORDER, "--harness-seed=77") == {
-        name: derive_test_seed(77, f"test_seeds.py::{name}") for name in ("test_a", "test_b")
+        name: derive_seed(77, f"test_seeds.py::{name}") for name in ("test_a", "test_b")
     }
 
 
@@ -95,7 +95,7 @@ def test_xdist_workers_use_the_controllers_random_seed(pytester):
     result.assert_outcomes(passed=2)
     session_seed = int(re.search(r"session seed (\d+)", result.stdout.str())[1])
     seeds = {f.name.removeprefix("seed-"): int(f.read_text()) for f in pytester.path.glob("seed-*")}
-    assert seeds == {name: derive_test_seed(session_seed, f"test_seeds.py::{name}") for name in ("test_a", "test_b")}
+    assert seeds == {name: derive_seed(session_seed, f"test_seeds.py::{name}") for name in ("test_a", "test_b")}
 
 
 def test_last_replays_the_previous_seed(pytester):

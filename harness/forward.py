@@ -1,0 +1,42 @@
+"""One incremental forward pass of the target, or of one MTP depth, over slot caches.
+
+Shapes: B rows, Q query tokens per row (right-padded; `valid` marks real ones), H hidden, V vocab.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from harness.models import ModelBundle
+from harness.mtp_depth import rotary_embeddings
+from harness.slots import SlotCache
+
+
+def target_pass(
+    bundle: ModelBundle, slots: SlotCache, token_ids: torch.Tensor, positions: torch.Tensor, valid: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Feed token_ids [B, Q] at positions [B, Q] -> (final-normed hidden [B, Q, H], logits [B, Q, V])."""
+    mask = slots.attention_mask(positions, valid, bundle.dtype)
+    hidden = bundle.target.get_decoder()(
+        input_ids=token_ids, attention_mask=mask, position_ids=positions, cache=slots.cache, use_cache=True
+    ).last_hidden_state
+    slots.appended(positions, valid)
+    return hidden, bundle.target.get_output_embeddings()(hidden)
+
+
+def depth_pass(
+    bundle: ModelBundle,
+    depth_index: int,
+    slots: SlotCache,
+    token_ids: torch.Tensor,
+    hidden: torch.Tensor,
+    positions: torch.Tensor,
+    valid: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """MTP depth `depth_index` (0-based) over (token t_{i+d}, hidden h^{d-1}_i) pairs at positions i + d."""
+    depth = bundle.depths[depth_index]
+    mask = slots.attention_mask(positions, valid, bundle.dtype)
+    position_embeddings = rotary_embeddings(bundle.target, hidden, positions, depth.layer_type)
+    out_hidden, logits = depth(token_ids, hidden, position_embeddings, mask, positions, cache=slots.cache)
+    slots.appended(positions, valid)
+    return out_hidden, logits

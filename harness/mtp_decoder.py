@@ -1,0 +1,193 @@
+"""MTP-assisted speculative decoding, assembled from three replaceable parts:
+
+    proposer          MTPProposer: the MTP depths chained into k drafts and their laws q
+    acceptance rules  greedy_accept (temperature 0) and speculative_accept (sampling): pure functions
+    cache manager     the rollback after each verification pass (`rollback`): the target keeps every
+                      committed token but the newest; each depth keeps entries made from committed inputs
+
+One pass, with L committed tokens t_0..t_{L-1} (the target cache holds t_0..t_{L-2}):
+    1. propose drafts x_1..x_k for positions L..L+k-1 (forced drafts replace them, with a one-hot q);
+    2. verify: the target reads [t_{L-1}, x_1..x_k] at positions L-1..L+k-1 -> p_1..p_{k+1};
+    3. accept a prefix of the drafts and take the target's own next token (correction or bonus);
+    4. commit them (EOS and max_new_tokens truncate), roll back everything else.
+Requests are grouped by (k, draft_mode, sampling) and each group is decoded as one batch with ragged
+acceptance; a row's result (tokens and steps) is the same as decoding it alone.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+
+import torch
+from transformers import DynamicCache
+
+from harness.acceptance import AcceptanceRule, greedy_accept, speculative_accept
+from harness.api import DecodeRequest, DecodeResult, PassObserver, PassSnapshot, validate_for_model
+from harness.batch import BatchState, prefill_inputs
+from harness.forward import target_pass
+from harness.models import ModelBundle
+from harness.proposer import NO_LIMIT, MTPProposer
+from harness.sampling import one_hot, process_logits, sample_from, uniforms
+from harness.seeds import derive_seed, generator
+from harness.slots import SlotCache
+
+ProposerFactory = Callable[[ModelBundle, int], MTPProposer]
+
+
+class MTPDecoder:
+    """MTP-assisted decoding whose output must equal target-only decoding (greedy) or its law (sampling)."""
+
+    name = "mtp"
+    unsupported: frozenset[str] = frozenset()
+
+    def __init__(
+        self,
+        bundle: ModelBundle,
+        proposer: ProposerFactory = MTPProposer,
+        greedy_rule: AcceptanceRule = greedy_accept,
+        sampling_rule: AcceptanceRule = speculative_accept,
+        observer: PassObserver | None = None,
+    ) -> None:
+        self.bundle = bundle
+        self.proposer = proposer
+        self.greedy_rule = greedy_rule
+        self.sampling_rule = sampling_rule
+        self.observer = observer
+
+    @torch.no_grad()
+    def decode(self, requests: Sequence[DecodeRequest]) -> list[DecodeResult]:
+        for index, request in enumerate(requests):
+            validate_for_model(request, self.bundle.vocab_size, self.bundle.max_context, index)
+        groups: dict[tuple, list[int]] = defaultdict(list)
+        for index, request in enumerate(requests):
+            groups[(request.num_draft_tokens, request.draft_mode, request.sampling)].append(index)
+        results: list[DecodeResult | None] = [None] * len(requests)
+        for indices in groups.values():
+            batch = _Batch(self, [requests[i] for i in indices], indices)
+            for index, result in zip(indices, batch.run(), strict=True):
+                results[index] = result
+        return results  # type: ignore[return-value]
+
+
+class _Batch:
+    """One group of requests with the same k, draft mode and sampling settings, decoded together."""
+
+    def __init__(self, decoder: MTPDecoder, requests: list[DecodeRequest], indices: list[int]) -> None:
+        self.decoder = decoder
+        self.bundle = bundle = decoder.bundle
+        self.requests = requests
+        self.indices = indices
+        first = requests[0]
+        self.k, self.draft_mode, self.sampling = first.num_draft_tokens, first.draft_mode, first.sampling
+        self.state = BatchState(requests, bundle.device, lookahead=self.k)
+        size = len(requests)
+        self.target_slots = SlotCache(DynamicCache(), range(bundle.config.num_hidden_layers), size, bundle.device)
+        self.proposer = decoder.proposer(bundle, size)
+        self.draft_generators = [generator(derive_seed(r.seed, "draft"), bundle.device) for r in requests]
+        self.verify_generators = [generator(derive_seed(r.seed, "verify"), bundle.device) for r in requests]
+        self.drafting: torch.Tensor = torch.zeros(size, dtype=torch.bool, device=bundle.device)
+        self.pass_index = 0
+
+    def run(self) -> list[DecodeResult]:
+        ids, positions, valid = prefill_inputs(self.state)
+        if ids.shape[1]:
+            hidden, _ = target_pass(self.bundle, self.target_slots, ids, positions, valid)
+            self.proposer.add_target_hidden(hidden, valid.sum(dim=1))
+        while self.state.any_active():
+            self.one_pass()
+        return self.state.results()
+
+    def one_pass(self) -> None:
+        bundle, state = self.bundle, self.state
+        active = state.active
+        lengths = state.lengths.clone()
+        # a row drafts once it has a target hidden state to draft from (its committed length is >= 2)
+        self.drafting = active & (lengths >= 2)
+        k = self.k if bool(self.drafting.any()) else 0
+        if k:
+            drafts, q = self.proposer.propose(state.sequence, lengths, self.drafting, k, self.choose)
+        else:
+            drafts = torch.zeros(len(self.requests), 0, dtype=torch.long, device=bundle.device)
+            q = torch.zeros(len(self.requests), 0, bundle.vocab_size, dtype=torch.float64, device=bundle.device)
+        row_k = torch.where(self.drafting, k, 0)
+        verify_ids = torch.cat([state.last_tokens()[:, None], drafts], dim=1)
+        offsets = torch.arange(k + 1, device=bundle.device)[None, :]
+        positions = lengths[:, None] - 1 + offsets
+        valid = active[:, None] & (offsets <= row_k[:, None])
+        hidden, logits = target_pass(bundle, self.target_slots, verify_ids, positions, valid)
+        p = process_logits(logits, self.sampling)
+        accepted = torch.zeros(len(self.requests), dtype=torch.long, device=bundle.device)
+        next_token = torch.zeros_like(accepted)
+        for group_k in sorted(set(row_k[active].tolist())):
+            rows = (active & (row_k == group_k)).nonzero().squeeze(-1)
+            accepted[rows], next_token[rows] = self.verify(
+                rows, p[rows, : group_k + 1], q[rows, :group_k], drafts[rows, :group_k]
+            )
+        drafts_list = drafts.tolist()
+        for row in active.nonzero().squeeze(-1).tolist():
+            proposed = drafts_list[row][: int(row_k[row])]
+            state.commit(row, proposed, int(accepted[row]), int(next_token[row]))
+        self.rollback(lengths, active, hidden, k)
+        if self.decoder.observer is not None:
+            self.observe(active, positions, row_k)
+        self.pass_index += 1
+
+    def verify(
+        self, rows: torch.Tensor, p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.sampling.is_greedy:
+            return self.decoder.greedy_rule(p, q, drafts, None)
+        drawn = uniforms([self.verify_generators[r] for r in rows.tolist()], drafts.shape[1] + 1, p.dtype)
+        return self.decoder.sampling_rule(p, q, drafts, drawn.to(p.device))
+
+    def choose(self, step: int, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Draft for step `step` of every row from the depth's logits [B, V]: forced, argmax or sampled from q."""
+        vocab = logits.shape[-1]
+        dtype = torch.promote_types(logits.dtype, torch.float32)
+        if self.draft_mode == "greedy":
+            tokens = logits.argmax(dim=-1)
+            q = one_hot(tokens, vocab, dtype)
+        else:
+            q = process_logits(logits, self.sampling)
+            rows = self.drafting.nonzero().squeeze(-1)
+            tokens = q.argmax(dim=-1)
+            if len(rows):
+                drawn = uniforms([self.draft_generators[r] for r in rows.tolist()], 1, q.dtype)[:, 0]
+                tokens[rows] = sample_from(q[rows], drawn.to(q.device))
+        for row, request in enumerate(self.requests):
+            position = len(self.state.generated[row]) + step - 1
+            if position in request.forced_drafts and bool(self.drafting[row]):
+                tokens[row] = request.forced_drafts[position]
+                q[row] = one_hot(tokens[row], vocab, dtype)
+        return tokens, q
+
+    def rollback(self, lengths: torch.Tensor, active: torch.Tensor, hidden: torch.Tensor, k: int) -> None:
+        """Target: keep every committed token but the newest (t_{L-1} and the committed drafts: positions
+        < L' - 1 for the new committed length L'). Depths: see MTPProposer.commit."""
+        committed_lengths = self.state.lengths
+        self.target_slots.keep_below(torch.where(active, committed_lengths - 1, NO_LIMIT))
+        if k:
+            self.proposer.commit(lengths, self.drafting)
+        # h^0 of the tokens now committed to the target cache: t_{L-1} and the committed drafts
+        self.proposer.add_target_hidden(hidden, torch.where(active, committed_lengths - lengths, 0))
+
+    def observe(self, active: torch.Tensor, positions: torch.Tensor, row_k: torch.Tensor) -> None:
+        for row in active.nonzero().squeeze(-1).tolist():
+            target_cache, target_positions = self.target_slots.row_view(row)
+            depth_views = [slots.row_view(row) for slots in self.proposer.slots]
+            self.decoder.observer(
+                PassSnapshot(
+                    request_index=self.indices[row],
+                    pass_index=self.pass_index,
+                    committed_ids=tuple(self.state.sequence[row, : int(self.state.lengths[row])].tolist()),
+                    verify_position_ids=tuple(positions[row, : int(row_k[row]) + 1].tolist()),
+                    target_cache=target_cache,
+                    target_positions=target_positions,
+                    mtp_caches=tuple(view[0][0] for view in depth_views),
+                    mtp_positions=tuple(view[1] for view in depth_views),
+                    mtp_hidden=tuple(buffer.data[row, : int(buffer.lengths[row])] for buffer in self.proposer.pending),
+                    mtp_hidden_start=tuple(int(index[row]) for index in self.proposer.next_index),
+                    next_position=int(self.state.lengths[row]) - 1,
+                )
+            )

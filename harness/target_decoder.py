@@ -1,0 +1,71 @@
+"""The reference: target-only decoding with a KV cache, one token per forward pass.
+
+Each request samples from its own torch.Generator(seed); greedy (temperature 0) is argmax. Requests with
+the same sampling settings are decoded as one batch; a row's output does not depend on the batch.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+
+import torch
+from transformers import DynamicCache
+
+from harness.api import DecodeRequest, DecodeResult, SamplingConfig, validate_for_model
+from harness.batch import BatchState, prefill_inputs
+from harness.forward import target_pass
+from harness.models import ModelBundle
+from harness.sampling import process_logits, sample_from, uniforms
+from harness.seeds import generator
+from harness.slots import SlotCache
+
+
+class TargetOnlyDecoder:
+    """Target-only KV-cached incremental decoding: the reference every other decoder must reproduce."""
+
+    name = "target"
+    unsupported = frozenset({"num_draft_tokens", "draft_mode", "forced_drafts"})  # no drafts: nothing to force
+
+    def __init__(self, bundle: ModelBundle) -> None:
+        self.bundle = bundle
+
+    @torch.no_grad()
+    def decode(self, requests: Sequence[DecodeRequest]) -> list[DecodeResult]:
+        for index, request in enumerate(requests):
+            validate_for_model(request, self.bundle.vocab_size, self.bundle.max_context, index)
+        groups: dict[SamplingConfig, list[int]] = defaultdict(list)
+        for index, request in enumerate(requests):
+            groups[request.sampling].append(index)
+        results: list[DecodeResult | None] = [None] * len(requests)
+        for sampling, indices in groups.items():
+            for index, result in zip(
+                indices, self._decode_batch([requests[i] for i in indices], sampling), strict=True
+            ):
+                results[index] = result
+        return results  # type: ignore[return-value]
+
+    def _decode_batch(self, requests: list[DecodeRequest], sampling: SamplingConfig) -> list[DecodeResult]:
+        bundle = self.bundle
+        state = BatchState(requests, bundle.device, lookahead=0)
+        slots = SlotCache(DynamicCache(), range(bundle.config.num_hidden_layers), len(requests), bundle.device)
+        generators = [generator(r.seed, bundle.device) for r in requests]
+        ids, positions, valid = prefill_inputs(state)
+        if ids.shape[1]:
+            target_pass(bundle, slots, ids, positions, valid)
+        while state.any_active():
+            active = state.active
+            _, logits = target_pass(
+                bundle, slots, state.last_tokens()[:, None], (state.lengths - 1)[:, None], active[:, None]
+            )
+            probs = process_logits(logits[:, 0], sampling)
+            if sampling.is_greedy:
+                tokens = probs.argmax(dim=-1)
+            else:
+                rows = active.nonzero().squeeze(-1).tolist()
+                drawn = uniforms([generators[r] for r in rows], 1)[:, 0]
+                tokens = torch.zeros(len(requests), dtype=torch.long, device=bundle.device)
+                tokens[rows] = sample_from(probs[rows], drawn)
+            for row in active.nonzero().squeeze(-1).tolist():
+                state.commit(row, (), 0, int(tokens[row]), record=False)
+        return state.results()
