@@ -6,9 +6,7 @@ families (single-file or sharded safetensors). Weights are read with safetensors
 
 from __future__ import annotations
 
-import contextlib
 import json
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +21,7 @@ from harness.errors import CheckpointError, HarnessError
 from harness.experts import fuse_experts
 from harness.layouts import DEEPSEEK_V3, LayoutMatch, depth_tensor_name, detect_layout
 from harness.mtp_depth import build_depths
+from harness.quiet import quiet_transformers
 
 DTYPES = {
     "float64": torch.float64,
@@ -135,24 +134,11 @@ def _load_config(directory: Path) -> PretrainedConfig:
     return config
 
 
-@contextlib.contextmanager
-def _quiet_transformers() -> Iterator[None]:
-    """Silence the load report: MTP tensors are 'unexpected' to the target class by design."""
-    previous = transformers.logging.get_verbosity()
-    transformers.logging.set_verbosity_error()
-    transformers.logging.disable_progress_bar()
-    try:
-        yield
-    finally:
-        transformers.logging.set_verbosity(previous)
-        transformers.logging.enable_progress_bar()
-
-
 def _load_target(
     directory: Path, config: PretrainedConfig, dtype: torch.dtype, attn_implementation: str
 ) -> PreTrainedModel:
     try:
-        with _quiet_transformers():
+        with quiet_transformers():
             model, info = AutoModelForCausalLM.from_pretrained(
                 directory,
                 config=config,

@@ -16,6 +16,7 @@ from harness.paths import DEFAULT_MODEL, DEFAULT_PROMPTS, FIXTURE_MODELS
 from harness.seeds import derive_seed
 
 if TYPE_CHECKING:  # torch and transformers load lazily: a plain `pytest --help` stays fast
+    from harness.api import Decoder
     from harness.models import ModelBundle
     from harness.prompts import Prompt
 
@@ -65,6 +66,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    if getattr(config, "workerinput", None) is not None:
+        # pytest-xdist: one torch thread per worker, so N workers share N cores instead of oversubscribing them
+        import torch
+
+        torch.set_num_threads(1)
     for name, description in MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {description}")
     config.stash[_SEED] = _session_seed(config)
@@ -164,6 +170,14 @@ def bundle(pytestconfig: pytest.Config) -> ModelBundle:
     return bundle_for(
         pytestconfig.getoption("--model"), pytestconfig.getoption("--device"), resolved_dtype(pytestconfig)
     )
+
+
+@pytest.fixture(scope="session")
+def decoder(pytestconfig: pytest.Config, bundle: ModelBundle) -> Decoder:
+    """The decoder under test (--decoder), built once per session for the model under test."""
+    from harness.registry import make_decoder
+
+    return make_decoder(pytestconfig.getoption("--decoder"), bundle)
 
 
 @pytest.fixture(scope="session")
