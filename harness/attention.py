@@ -29,8 +29,9 @@ def exact_attention_forward(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """query [B, heads, Q, D], key/value [B, kv_heads, S, D] -> (output [B, Q, heads, D], weights)."""
     groups = query.shape[1] // key.shape[1]
-    key = key.repeat_interleave(groups, dim=1)
-    value = value.repeat_interleave(groups, dim=1)
+    if groups > 1:
+        key = key.repeat_interleave(groups, dim=1)
+        value = value.repeat_interleave(groups, dim=1)
     scores = torch.matmul(query, key.transpose(2, 3)) * scaling
     if attention_mask is not None:
         scores = scores + attention_mask[:, :, :, : key.shape[-2]]

@@ -1,4 +1,4 @@
-"""Per-row bookkeeping of a batch being decoded: committed tokens, EOS and length stops, verification steps."""
+"""Per-row bookkeeping of a batch being decoded, vectorised: committed tokens, EOS and length stops, steps."""
 
 from __future__ import annotations
 
@@ -7,6 +7,9 @@ from collections.abc import Sequence
 import torch
 
 from harness.api import DecodeRequest, DecodeResult, FinishReason, VerifyStep
+
+NOT_FINISHED, FINISHED_EOS, FINISHED_LENGTH = 0, 1, 2
+_REASONS: dict[int, FinishReason] = {FINISHED_EOS: "eos", FINISHED_LENGTH: "length"}
 
 
 def truncate(
@@ -22,49 +25,102 @@ def truncate(
 
 
 class BatchState:
-    """Committed tokens of each row, in a padded tensor the proposer reads, plus each row's steps."""
+    """Committed tokens of every row in a padded tensor [B, W] (the proposer reads it), and each pass's record."""
 
     def __init__(self, requests: Sequence[DecodeRequest], device: torch.device, lookahead: int) -> None:
         self.requests = list(requests)
-        self.prompt_lengths = [len(r.prompt_ids) for r in requests]
+        size = len(requests)
         width = max(len(r.prompt_ids) + r.max_new_tokens for r in requests) + lookahead + 1
-        self.sequence = torch.zeros(len(requests), width, dtype=torch.long, device=device)
+        self.sequence = torch.zeros(size, width, dtype=torch.long, device=device)
         for row, request in enumerate(requests):
             self.sequence[row, : len(request.prompt_ids)] = torch.tensor(request.prompt_ids)
-        self.lengths = torch.tensor(self.prompt_lengths, dtype=torch.long, device=device)
-        self.generated: list[list[int]] = [[] for _ in requests]
-        self.steps: list[list[VerifyStep]] = [[] for _ in requests]
-        self.finish: list[FinishReason | None] = [None for _ in requests]
+        self.prompt_lengths = torch.tensor([len(r.prompt_ids) for r in requests], device=device)
+        self.lengths = self.prompt_lengths.clone()
+        self.max_new_tokens = torch.tensor([r.max_new_tokens for r in requests], device=device)
+        eos_width = max(1, max(len(r.eos_token_ids) for r in requests))
+        self.eos_table = torch.full((size, eos_width), -1, dtype=torch.long, device=device)
+        for row, request in enumerate(requests):
+            self.eos_table[row, : len(request.eos_token_ids)] = torch.tensor(request.eos_token_ids, dtype=torch.long)
+        self.finish = torch.full((size,), NOT_FINISHED, dtype=torch.long, device=device)
+        self.row_ids = torch.arange(size, device=device)  # current row -> original row
+        self._passes: list[tuple[torch.Tensor, ...]] = []
+        self._dropped: dict[int, tuple[list[int], int]] = {}  # original row -> (committed ids, finish code)
+
+    @property
+    def generated_counts(self) -> torch.Tensor:
+        return self.lengths - self.prompt_lengths
 
     @property
     def active(self) -> torch.Tensor:
-        return torch.tensor([f is None for f in self.finish], dtype=torch.bool, device=self.lengths.device)
+        return self.finish == NOT_FINISHED
 
     def any_active(self) -> bool:
-        return any(f is None for f in self.finish)
+        return bool(self.active.any())
 
     def last_tokens(self) -> torch.Tensor:
         """The newest committed token of each row [B]."""
         return self.sequence.gather(1, (self.lengths - 1)[:, None]).squeeze(1)
 
-    def commit(self, row: int, drafts: Sequence[int], accepted: int, next_token: int, record: bool = True) -> int:
-        """Commit accepted drafts and the target's token for `row` (truncated); returns how many were committed."""
-        request = self.requests[row]
-        proposed = [*drafts[:accepted], next_token]
-        kept, finish = truncate(proposed, request.max_new_tokens - len(self.generated[row]), request.eos_token_ids)
+    def commit(
+        self,
+        active: torch.Tensor,
+        drafts: torch.Tensor,
+        row_k: torch.Tensor,
+        accepted: torch.Tensor,
+        next_token: torch.Tensor,
+        record: bool = True,
+    ) -> None:
+        """Commit, for every active row, its accepted drafts and then the target's token, truncated at
+        max_new_tokens and after the first EOS. drafts [B, k]; row_k [B]: drafts the row proposed."""
+        size, k = drafts.shape
+        columns = torch.arange(k + 1, device=drafts.device)[None, :]
+        proposed = torch.cat([drafts, drafts.new_zeros(size, 1)], dim=1)
+        proposed = proposed.scatter(1, accepted[:, None], next_token[:, None])  # a accepted drafts, then the token
+        count = torch.minimum(accepted + 1, self.max_new_tokens - self.generated_counts)
+        is_eos = (proposed[..., None] == self.eos_table[:, None, :]).any(-1) & (columns < count[:, None])
+        first_eos = torch.where(is_eos.any(1), is_eos.long().argmax(1), k + 1)
+        ends_at_eos = first_eos < count
+        count = torch.where(ends_at_eos, first_eos + 1, count)
+        count = torch.where(active, count, 0)
+        start = self.generated_counts.clone()
+        write = columns < count[:, None]
+        positions = (self.lengths[:, None] + columns).clamp(max=self.sequence.shape[1] - 1)
+        self.sequence.scatter_(1, positions, torch.where(write, proposed, self.sequence.gather(1, positions)))
+        self.lengths = self.lengths + count
+        finished_length = active & ~ends_at_eos & (self.generated_counts >= self.max_new_tokens)
+        self.finish = torch.where(active & ends_at_eos, FINISHED_EOS, self.finish)
+        self.finish = torch.where(finished_length, FINISHED_LENGTH, self.finish)
         if record:
-            self.steps[row].append(VerifyStep(len(self.generated[row]), tuple(drafts), accepted, tuple(kept)))
-        start = int(self.lengths[row])
-        self.sequence[row, start : start + len(kept)] = torch.tensor(kept, dtype=torch.long)
-        self.lengths[row] = start + len(kept)
-        self.generated[row].extend(kept)
-        self.finish[row] = finish
-        return len(kept)
+            self._passes.append((self.row_ids, active, start, drafts, row_k, accepted, count))
+
+    def select_rows(self, keep: torch.Tensor) -> None:
+        """Keep only the rows `keep` (indices); the others must have finished and are set aside."""
+        dropped = torch.ones(len(self.row_ids), dtype=torch.bool, device=keep.device)
+        dropped[keep] = False
+        for row in dropped.nonzero().squeeze(-1).tolist():
+            length = int(self.lengths[row])
+            self._dropped[int(self.row_ids[row])] = (self.sequence[row, :length].tolist(), int(self.finish[row]))
+        for name in ("sequence", "prompt_lengths", "lengths", "max_new_tokens", "eos_table", "finish", "row_ids"):
+            setattr(self, name, getattr(self, name)[keep])
 
     def results(self) -> list[DecodeResult]:
+        committed = dict(self._dropped)
+        for row, original in enumerate(self.row_ids.tolist()):
+            committed[original] = (self.sequence[row, : int(self.lengths[row])].tolist(), int(self.finish[row]))
+        prompts = [len(r.prompt_ids) for r in self.requests]
+        steps: list[list[VerifyStep]] = [[] for _ in self.requests]
+        for record in self._passes:
+            row_ids, active, start, drafts, row_k, accepted, count = (t.tolist() for t in record)
+            for row, original in enumerate(row_ids):
+                if not active[row]:
+                    continue
+                begin = prompts[original] + start[row]
+                emitted = tuple(committed[original][0][begin : begin + count[row]])
+                step = VerifyStep(start[row], tuple(drafts[row][: row_k[row]]), accepted[row], emitted)
+                steps[original].append(step)
         return [
-            DecodeResult(tuple(tokens), tuple(steps), finish or "length")
-            for tokens, steps, finish in zip(self.generated, self.steps, self.finish, strict=True)
+            DecodeResult(tuple(ids[prompts[row] :]), tuple(steps[row]), _REASONS.get(code, "length"))
+            for row, (ids, code) in sorted(committed.items())
         ]
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import shlex
 import subprocess
 import sys
@@ -34,6 +35,23 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("-n", "--workers", default=None, help="pytest-xdist workers (e.g. 2 or auto)")
     run.add_argument("--report-dir", type=Path, default=REPORTS, help="where run directories go (default: reports/)")
     run.add_argument("pytest_args", nargs=argparse.REMAINDER, help="extra pytest arguments after --")
+    bench = commands.add_parser("bench", help="throughput of the batched MTP decoder vs transformers' MTP loop")
+    bench.add_argument("--model", default=str(DEFAULT_MODEL), help="model directory or fixture name")
+    bench.add_argument("--device", default="cpu", help="torch device (default: cpu)")
+    bench.add_argument(
+        "--dtype",
+        nargs="+",
+        default=None,
+        help="one or more dtypes, each measured in the same run (default: float32 and float64 on CPU, bf16 on CUDA)",
+    )
+    bench.add_argument("--requests", type=int, default=4096, help="requests decoded as one batch (default 4096)")
+    bench.add_argument("--new-tokens", type=int, default=8, help="tokens per request (default 8)")
+    bench.add_argument("-k", type=int, default=2, help="draft tokens per pass (default 2)")
+    bench.add_argument("--temperature", type=float, default=1.0, help="sampling temperature (default 1.0)")
+    bench.add_argument(
+        "--transformers-requests", type=int, default=64, help="requests for the transformers loop (default 64)"
+    )
+    bench.add_argument("--json", action="store_true", help="print the result as JSON")
     return parser
 
 
@@ -94,10 +112,53 @@ def run(args: argparse.Namespace) -> int:
     return code
 
 
+def bench(args: argparse.Namespace) -> int:
+    from harness.bench import run_bench
+    from harness.models import load_bundle
+    from harness.plugin import resolve_model_path
+    from harness.prompts import load_prompts
+
+    dtypes = args.dtype or (["bf16"] if args.device.startswith("cuda") else ["float32", "float64"])
+    results = []
+    for dtype in dtypes:
+        bundle = load_bundle(resolve_model_path(args.model), device=args.device, dtype=dtype)
+        prompt = load_prompts()[0].encode(bundle.tokenizer)
+        results.append(
+            run_bench(
+                bundle, prompt, args.requests, args.new_tokens, args.k, args.temperature, args.transformers_requests
+            )
+        )
+    if args.json:
+        print(json.dumps([r.to_dict() for r in results], indent=2))
+        return 0
+    first = results[0]
+    print(
+        f"model {first.model}, prompt {first.prompt_tokens} tokens, {first.new_tokens} new tokens, k={first.k}, "
+        f"temperature {first.temperature}, {first.torch_threads} torch threads, {args.device}"
+    )
+    print(
+        f"{'dtype':<9}{'MTPDecoder samples/s':>22}{'transformers samples/s':>24}{'speed-up':>10}"
+        f"{'tokens/pass':>13}{'accepted/pass':>15}{'heads/verify':>14}"
+    )
+    for result in results:
+        print(
+            f"{result.dtype:<9}{result.mtp_samples_per_second:>22.1f}{result.transformers_samples_per_second:>24.1f}"
+            f"{result.speedup:>9.1f}x{result.tokens_per_pass:>13.3f}{result.accepted_drafts_per_pass:>15.3f}"
+            f"{result.head_cost_vs_verify_pass:>14.3f}"
+        )
+    print(
+        f"(MTPDecoder: {first.mtp_requests} requests as one batch; transformers: {first.transformers_requests} "
+        "requests one at a time; heads/verify: k drafts vs one (k+1)-token verify pass)"
+    )
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "run":
         return run(args)
+    if args.command == "bench":
+        return bench(args)
     return 2
 
 

@@ -32,11 +32,12 @@ def depth_pass(
     hidden: torch.Tensor,
     positions: torch.Tensor,
     valid: torch.Tensor,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """MTP depth `depth_index` (0-based) over (token t_{i+d}, hidden h^{d-1}_i) pairs at positions i + d."""
+) -> torch.Tensor:
+    """MTP depth `depth_index` (0-based) over (token t_{i+d}, hidden h^{d-1}_i) pairs at positions i + d
+    -> its output h^d [B, Q, H] (logits: `bundle.depths[depth_index].head(h^d)`, where needed)."""
     depth = bundle.depths[depth_index]
     mask = slots.attention_mask(positions, valid, bundle.dtype)
     position_embeddings = rotary_embeddings(bundle.target, hidden, positions, depth.layer_type)
-    out_hidden, logits = depth(token_ids, hidden, position_embeddings, mask, positions, cache=slots.cache)
+    out_hidden = depth(token_ids, hidden, position_embeddings, mask, positions, cache=slots.cache)
     slots.appended(positions, valid)
-    return out_hidden, logits
+    return out_hidden

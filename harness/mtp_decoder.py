@@ -32,6 +32,7 @@ from harness.sampling import one_hot, process_logits, sample_from, uniforms
 from harness.seeds import derive_seed, generator
 from harness.slots import SlotCache
 
+COMPACT_BELOW = 0.75  # drop finished rows from the batch once fewer than this fraction are still decoding
 ProposerFactory = Callable[[ModelBundle, int], MTPProposer]
 
 
@@ -88,6 +89,7 @@ class _Batch:
         self.verify_generators = [generator(derive_seed(r.seed, "verify"), bundle.device) for r in requests]
         self.drafting: torch.Tensor = torch.zeros(size, dtype=torch.bool, device=bundle.device)
         self.pass_index = 0
+        self.rows_with_forced_drafts = [row for row, r in enumerate(requests) if r.forced_drafts]
 
     def run(self) -> list[DecodeResult]:
         ids, positions, valid = prefill_inputs(self.state)
@@ -96,7 +98,23 @@ class _Batch:
             self.proposer.add_target_hidden(hidden, valid.sum(dim=1))
         while self.state.any_active():
             self.one_pass()
+            self.drop_finished_rows()
         return self.state.results()
+
+    def drop_finished_rows(self) -> None:
+        """Once a quarter of the batch has finished, stop computing for it (caches, state and all)."""
+        active = self.state.active
+        if int(active.sum()) > COMPACT_BELOW * len(active) or not bool(active.any()):
+            return
+        keep = active.nonzero().squeeze(-1)
+        kept = keep.tolist()
+        self.state.select_rows(keep)
+        self.target_slots.select_rows(keep)
+        self.proposer.select_rows(keep)
+        self.draft_generators = [self.draft_generators[r] for r in kept]
+        self.verify_generators = [self.verify_generators[r] for r in kept]
+        self.requests = [self.requests[r] for r in kept]
+        self.rows_with_forced_drafts = [row for row, r in enumerate(self.requests) if r.forced_drafts]
 
     def one_pass(self) -> None:
         bundle, state = self.bundle, self.state
@@ -124,10 +142,7 @@ class _Batch:
             accepted[rows], next_token[rows] = self.verify(
                 rows, p[rows, : group_k + 1], q[rows, :group_k], drafts[rows, :group_k]
             )
-        drafts_list = drafts.tolist()
-        for row in active.nonzero().squeeze(-1).tolist():
-            proposed = drafts_list[row][: int(row_k[row])]
-            state.commit(row, proposed, int(accepted[row]), int(next_token[row]))
+        state.commit(active, drafts, row_k, accepted, next_token)
         self.rollback(lengths, active, hidden, k)
         if self.decoder.observer is not None:
             self.observe(active, positions, row_k)
@@ -155,10 +170,12 @@ class _Batch:
             if len(rows):
                 drawn = uniforms([self.draft_generators[r] for r in rows.tolist()], 1, q.dtype)[:, 0]
                 tokens[rows] = sample_from(q[rows], drawn.to(q.device))
-        for row, request in enumerate(self.requests):
-            position = len(self.state.generated[row]) + step - 1
-            if position in request.forced_drafts and bool(self.drafting[row]):
-                tokens[row] = request.forced_drafts[position]
+        generated = self.state.generated_counts
+        for row in self.rows_with_forced_drafts:
+            position = int(generated[row]) + step - 1
+            forced = self.requests[row].forced_drafts
+            if position in forced and bool(self.drafting[row]):
+                tokens[row] = forced[position]
                 q[row] = one_hot(tokens[row], vocab, dtype)
         return tokens, q
 
@@ -178,7 +195,7 @@ class _Batch:
             depth_views = [slots.row_view(row) for slots in self.proposer.slots]
             self.decoder.observer(
                 PassSnapshot(
-                    request_index=self.indices[row],
+                    request_index=self.indices[int(self.state.row_ids[row])],
                     pass_index=self.pass_index,
                     committed_ids=tuple(self.state.sequence[row, : int(self.state.lengths[row])].tolist()),
                     verify_position_ids=tuple(positions[row, : int(row_k[row]) + 1].tolist()),

@@ -5,7 +5,7 @@ target's final-normed hidden state for d = 1, depth d-1's output otherwise) and 
 
     x_i      = eh_proj([enorm(E(t_{i+d})); hnorm(h^{d-1}_i)])   # MiMo: [hnorm(h); enorm(E)]
     h^d_i    = final_norm(Block(x_i))                           # Block attends over depth d's own cache
-    logits_i = head(h^d_i)
+    logits_i = head(h^d_i)                                      # computed by callers where they need it
 
 `h^d` (normed) feeds depth d+1, as in transformers' MtpModel. Depth d uses position id i + d (the
 position of the token it embeds). Each depth has its own attention, hence its own KV cache.
@@ -54,8 +54,8 @@ class MTPDepth(nn.Module):
         attention_mask: torch.Tensor | None,
         position_ids: torch.Tensor,
         cache: Cache | None = None,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """token_ids: [B, S], hidden: [B, S, H] -> (normed hidden [B, S, H], logits [B, S, V])."""
+    ) -> torch.Tensor:
+        """token_ids: [B, S], hidden: [B, S, H] -> normed hidden h^d [B, S, H]; logits are `self.head(h^d)`."""
         embedded = self.enorm(self.embed_tokens(token_ids))
         carried = self.hnorm(hidden)
         pair = (carried, embedded) if self.hidden_first else (embedded, carried)
@@ -68,8 +68,7 @@ class MTPDepth(nn.Module):
             use_cache=cache is not None,
             position_embeddings=position_embeddings,
         )
-        normed = self.final_norm(x)
-        return normed, self.head(normed)
+        return self.final_norm(x)
 
 
 def mtp_block_config(config: PretrainedConfig, num_depths: int) -> PretrainedConfig:

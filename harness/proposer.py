@@ -53,6 +53,13 @@ class MTPProposer:
         """Append committed target hidden states h^0 (first lengths[row] of hidden [B, M, H])."""
         self.pending[0] = self.pending[0].concat(hidden, lengths)
 
+    def select_rows(self, keep: torch.Tensor) -> None:
+        """Keep only the rows `keep` (between passes)."""
+        for slots in self.slots:
+            slots.select_rows(keep)
+        self.next_index = [index[keep] for index in self.next_index]
+        self.pending = [buffer.select_rows(keep) for buffer in self.pending]
+
     def propose(
         self, sequence: torch.Tensor, lengths: torch.Tensor, active: torch.Tensor, k: int, choose: DraftChooser
     ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -82,23 +89,22 @@ class MTPProposer:
                 positions = indices + step
                 tokens = sequence.gather(1, positions.clamp(max=sequence.shape[1] - 1))
                 hidden_in = inputs.data[:, :width] if inputs.data.shape[1] >= width else _pad(inputs.data, width)
-                out_hidden, logits = depth_pass(
+                out_hidden = depth_pass(
                     self.bundle, d, self.slots[d], torch.where(valid, tokens, 0), hidden_in, positions, valid
                 )
                 draft_at = (count - 1).clamp(min=0)
-                tokens_s, q_s = choose(step, logits[rows, draft_at])
                 last_hidden = out_hidden[rows, draft_at]
+                tokens_s, q_s = choose(step, self.bundle.depths[d].head(last_hidden))
                 previous_chunk = RaggedBuffer.from_tensor(out_hidden, count)
                 self._chunks.append(previous_chunk)
             else:
                 d = self.num_depths - 1
                 positions = (lengths - 2 + step)[:, None]
                 token = sequence.gather(1, positions.clamp(max=sequence.shape[1] - 1))
-                out_hidden, logits = depth_pass(
+                last_hidden = depth_pass(
                     self.bundle, d, self.slots[d], token, last_hidden[:, None], positions, active[:, None]
-                )
-                tokens_s, q_s = choose(step, logits[:, 0])
-                last_hidden = out_hidden[:, 0]
+                )[:, 0]
+                tokens_s, q_s = choose(step, self.bundle.depths[d].head(last_hidden))
             write_at = (lengths - 1 + step).clamp(max=sequence.shape[1] - 1)
             sequence[rows, write_at] = torch.where(active, tokens_s, sequence[rows, write_at])
             drafts.append(tokens_s)

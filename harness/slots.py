@@ -58,22 +58,42 @@ class SlotCache:
         keep = int(alive[-1]) + 1 if len(alive) else 0
         drop = self.num_slots - keep
         if drop:
-            for layer in self.layers:
+            for layer in self._filled_layers():
                 self.cache.layers[layer].crop(-drop)
             self.valid = self.valid[:, :keep]
             self.positions = self.positions[:, :keep]
 
+    def select_rows(self, keep: torch.Tensor) -> None:
+        """Keep only the rows `keep` (indices), e.g. to drop finished requests from a batch."""
+        for layer in self._filled_layers():
+            cached = self.cache.layers[layer]
+            cached.keys, cached.values = cached.keys[keep], cached.values[keep]
+        self.valid = self.valid[keep]
+        self.positions = self.positions[keep]
+
     def row_view(self, row: int) -> tuple[tuple[tuple[torch.Tensor, ...], ...], tuple[int, ...]]:
         """Per layer, the cached tensors of `row`'s valid slots [heads, slots, dim]; and those slots' positions."""
         index = self.valid[row].nonzero().squeeze(-1)
+        filled = self._filled_layers()
         views = []
         for layer in self.layers:
-            cached = self.cache.layers[layer]
-            if not getattr(cached, "is_initialized", False) or cached.keys is None or cached.keys.numel() == 0:
+            if layer not in filled:
                 views.append(())
                 continue
+            cached = self.cache.layers[layer]
             views.append((cached.keys[row].index_select(-2, index), cached.values[row].index_select(-2, index)))
         return tuple(views), tuple(self.positions[row, index].tolist())
+
+    def _filled_layers(self) -> list[int]:
+        """This cache's layers that hold tensors (transformers creates layers lazily, on first update)."""
+        layers = self.cache.layers
+        return [
+            layer
+            for layer in self.layers
+            if layer < len(layers)
+            and getattr(layers[layer], "keys", None) is not None
+            and layers[layer].keys.dim() == 4
+        ]
 
 
 class RaggedBuffer:
@@ -124,6 +144,9 @@ class RaggedBuffer:
         gathered = self.data.gather(1, source[..., None].expand(-1, -1, hidden))
         out.data = torch.where((columns < lengths[:, None])[..., None], gathered, 0.0)
         return out
+
+    def select_rows(self, keep: torch.Tensor) -> RaggedBuffer:
+        return RaggedBuffer.from_tensor(self.data[keep], self.lengths[keep])
 
     def last(self) -> torch.Tensor:
         """Each row's last item [B, H] (zeros for empty rows)."""

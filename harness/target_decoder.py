@@ -62,10 +62,11 @@ class TargetOnlyDecoder:
             if sampling.is_greedy:
                 tokens = probs.argmax(dim=-1)
             else:
-                rows = active.nonzero().squeeze(-1).tolist()
-                drawn = uniforms([generators[r] for r in rows], 1)[:, 0]
+                rows = active.nonzero().squeeze(-1)
+                drawn = uniforms([generators[r] for r in rows.tolist()], 1, probs.dtype)[:, 0].to(probs.device)
                 tokens = torch.zeros(len(requests), dtype=torch.long, device=bundle.device)
                 tokens[rows] = sample_from(probs[rows], drawn)
-            for row in active.nonzero().squeeze(-1).tolist():
-                state.commit(row, (), 0, int(tokens[row]), record=False)
+            no_drafts = torch.zeros(len(requests), 0, dtype=torch.long, device=bundle.device)
+            zeros = torch.zeros_like(tokens)
+            state.commit(active, no_drafts, zeros, zeros, tokens, record=False)
         return state.results()

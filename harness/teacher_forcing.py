@@ -47,6 +47,6 @@ def mtp_forward(
         position_ids = (torch.arange(span, device=token_ids.device) + d)[None].expand(token_ids.shape[0], -1)
         position_embeddings = rotary_embeddings(target, carried, position_ids, depth.layer_type)
         mask = causal_mask(span, carried.dtype, carried.device)
-        carried, logits = depth(tokens, carried, position_embeddings, mask, position_ids)
-        all_logits.append(logits)
+        carried = depth(tokens, carried, position_embeddings, mask, position_ids)
+        all_logits.append(depth.head(carried))
     return all_logits
