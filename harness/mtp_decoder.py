@@ -2,8 +2,9 @@
 
     proposer          MTPProposer: the MTP depths chained into k drafts and their laws q
     acceptance rules  greedy_accept (temperature 0) and speculative_accept (sampling): pure functions
-    cache manager     the rollback after each verification pass (`rollback`): the target keeps every
-                      committed token but the newest; each depth keeps entries made from committed inputs
+    cache manager     CacheManager: verification positions and the rollback after each pass: the target
+                      keeps every committed token but the newest; each depth keeps entries made from
+                      committed inputs
 
 One pass, with L committed tokens t_0..t_{L-1} (the target cache holds t_0..t_{L-2}):
     1. propose drafts x_1..x_k for positions L..L+k-1 (forced drafts replace them, with a one-hot q);
@@ -36,6 +37,25 @@ COMPACT_BELOW = 0.75  # drop finished rows from the batch once fewer than this f
 ProposerFactory = Callable[[ModelBundle, int], MTPProposer]
 
 
+class CacheManager:
+    """Positions and rollback: where a pass writes, and what it keeps once the target has verified.
+
+    Convention: the target cache holds every committed token except the newest. A pass with L committed
+    tokens feeds [t_{L-1}, x_1..x_k] at positions L-1..L+k-1; afterwards the target keeps positions < L'-1
+    (L' = the new committed length) and each MTP depth keeps the entries made from committed tokens.
+    """
+
+    def verify_positions(self, lengths: torch.Tensor, k: int) -> torch.Tensor:
+        """Position ids [B, k+1] of the verification inputs."""
+        return lengths[:, None] - 1 + torch.arange(k + 1, device=lengths.device)[None, :]
+
+    def rollback_target(self, slots: SlotCache, committed_lengths: torch.Tensor, active: torch.Tensor) -> None:
+        slots.keep_below(torch.where(active, committed_lengths - 1, NO_LIMIT))
+
+    def rollback_mtp(self, proposer: MTPProposer, pass_lengths: torch.Tensor, drafting: torch.Tensor) -> None:
+        proposer.commit(pass_lengths, drafting)
+
+
 class MTPDecoder:
     """MTP-assisted decoding whose output must equal target-only decoding (greedy) or its law (sampling)."""
 
@@ -48,10 +68,12 @@ class MTPDecoder:
         proposer: ProposerFactory = MTPProposer,
         greedy_rule: AcceptanceRule = greedy_accept,
         sampling_rule: AcceptanceRule = speculative_accept,
+        cache_manager: CacheManager | None = None,
         observer: PassObserver | None = None,
     ) -> None:
         self.bundle = bundle
         self.proposer = proposer
+        self.cache_manager = cache_manager or CacheManager()
         self.greedy_rule = greedy_rule
         self.sampling_rule = sampling_rule
         self.observer = observer
@@ -131,7 +153,7 @@ class _Batch:
         row_k = torch.where(self.drafting, k, 0)
         verify_ids = torch.cat([state.last_tokens()[:, None], drafts], dim=1)
         offsets = torch.arange(k + 1, device=bundle.device)[None, :]
-        positions = lengths[:, None] - 1 + offsets
+        positions = self.decoder.cache_manager.verify_positions(lengths, k)
         valid = active[:, None] & (offsets <= row_k[:, None])
         hidden, logits = target_pass(bundle, self.target_slots, verify_ids, positions, valid)
         p = process_logits(logits, self.sampling)
@@ -180,12 +202,12 @@ class _Batch:
         return tokens, q
 
     def rollback(self, lengths: torch.Tensor, active: torch.Tensor, hidden: torch.Tensor, k: int) -> None:
-        """Target: keep every committed token but the newest (t_{L-1} and the committed drafts: positions
-        < L' - 1 for the new committed length L'). Depths: see MTPProposer.commit."""
+        """Roll back the target and the depths (CacheManager); carry the new target hidden states to depth 1."""
         committed_lengths = self.state.lengths
-        self.target_slots.keep_below(torch.where(active, committed_lengths - 1, NO_LIMIT))
+        manager = self.decoder.cache_manager
+        manager.rollback_target(self.target_slots, committed_lengths, active)
         if k:
-            self.proposer.commit(lengths, self.drafting)
+            manager.rollback_mtp(self.proposer, lengths, self.drafting)
         # h^0 of the tokens now committed to the target cache: t_{L-1} and the committed drafts
         self.proposer.add_target_hidden(hidden, torch.where(active, committed_lengths - lengths, 0))
 
