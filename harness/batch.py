@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 
@@ -22,6 +22,22 @@ def truncate(
         if token in eos_token_ids:
             return kept, "eos"
     return kept, ("length" if len(kept) == remaining else None)
+
+
+# (proposed tokens [B, k+1], how many may be committed [B], EOS ids [B, E]) -> (count to commit, ended at EOS)
+StopRule = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
+
+
+def stop_at_first_eos(
+    proposed: torch.Tensor, count: torch.Tensor, eos_table: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Commit up to and including the first EOS among the first `count` proposed tokens (accepted drafts
+    included: an EOS inside an accepted run ends the output there)."""
+    columns = torch.arange(proposed.shape[1], device=proposed.device)[None, :]
+    is_eos = (proposed[..., None] == eos_table[:, None, :]).any(-1) & (columns < count[:, None])
+    first_eos = torch.where(is_eos.any(1), is_eos.long().argmax(1), proposed.shape[1])
+    ends_at_eos = first_eos < count
+    return torch.where(ends_at_eos, first_eos + 1, count), ends_at_eos
 
 
 class BatchState:
@@ -69,6 +85,7 @@ class BatchState:
         accepted: torch.Tensor,
         next_token: torch.Tensor,
         record: bool = True,
+        stop_rule: StopRule = stop_at_first_eos,
     ) -> None:
         """Commit, for every active row, its accepted drafts and then the target's token, truncated at
         max_new_tokens and after the first EOS. drafts [B, k]; row_k [B]: drafts the row proposed."""
@@ -77,10 +94,7 @@ class BatchState:
         proposed = torch.cat([drafts, drafts.new_zeros(size, 1)], dim=1)
         proposed = proposed.scatter(1, accepted[:, None], next_token[:, None])  # a accepted drafts, then the token
         count = torch.minimum(accepted + 1, self.max_new_tokens - self.generated_counts)
-        is_eos = (proposed[..., None] == self.eos_table[:, None, :]).any(-1) & (columns < count[:, None])
-        first_eos = torch.where(is_eos.any(1), is_eos.long().argmax(1), k + 1)
-        ends_at_eos = first_eos < count
-        count = torch.where(ends_at_eos, first_eos + 1, count)
+        count, ends_at_eos = stop_rule(proposed, count, self.eos_table)
         count = torch.where(active, count, 0)
         start = self.generated_counts.clone()
         write = columns < count[:, None]

@@ -30,3 +30,7 @@ def transformers_mtp(bundle: ModelBundle, device: torch.device, dtype: torch.dty
 @register_decoder("transformers-assisted")
 def transformers_assisted(bundle: ModelBundle, device: torch.device, dtype: torch.dtype) -> Decoder:
     return TransformersAssistedDecoder(bundle)
+
+
+# the mutant catalogue registers itself as mutant:<name>
+import harness.mutants  # noqa: E402, F401

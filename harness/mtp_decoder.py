@@ -1,7 +1,8 @@
-"""MTP-assisted speculative decoding, assembled from three replaceable parts:
+"""MTP-assisted speculative decoding, assembled from replaceable parts:
 
     proposer          MTPProposer: the MTP depths chained into k drafts and their laws q
     acceptance rules  greedy_accept (temperature 0) and speculative_accept (sampling): pure functions
+    stop rule         stop_at_first_eos: how much of (accepted drafts + the target's token) is committed
     cache manager     CacheManager: verification positions and the rollback after each pass: the target
                       keeps every committed token but the newest; each depth keeps entries made from
                       committed inputs
@@ -25,7 +26,7 @@ from transformers import DynamicCache
 
 from harness.acceptance import AcceptanceRule, greedy_accept, speculative_accept
 from harness.api import DecodeRequest, DecodeResult, PassObserver, PassSnapshot, validate_for_model
-from harness.batch import BatchState, prefill_inputs
+from harness.batch import BatchState, StopRule, prefill_inputs, stop_at_first_eos
 from harness.forward import target_pass
 from harness.models import ModelBundle
 from harness.proposer import NO_LIMIT, MTPProposer
@@ -69,11 +70,13 @@ class MTPDecoder:
         greedy_rule: AcceptanceRule = greedy_accept,
         sampling_rule: AcceptanceRule = speculative_accept,
         cache_manager: CacheManager | None = None,
+        stop_rule: StopRule = stop_at_first_eos,
         observer: PassObserver | None = None,
     ) -> None:
         self.bundle = bundle
         self.proposer = proposer
         self.cache_manager = cache_manager or CacheManager()
+        self.stop_rule = stop_rule
         self.greedy_rule = greedy_rule
         self.sampling_rule = sampling_rule
         self.observer = observer
@@ -164,7 +167,7 @@ class _Batch:
             accepted[rows], next_token[rows] = self.verify(
                 rows, p[rows, : group_k + 1], q[rows, :group_k], drafts[rows, :group_k]
             )
-        state.commit(active, drafts, row_k, accepted, next_token)
+        state.commit(active, drafts, row_k, accepted, next_token, stop_rule=self.decoder.stop_rule)
         self.rollback(lengths, active, hidden, k)
         if self.decoder.observer is not None:
             self.observe(active, positions, row_k)

@@ -87,7 +87,8 @@ def _session_seed(config: pytest.Config) -> int:
     if value == "random":
         seed = random.SystemRandom().randrange(2**32)
     elif value == "last":
-        cached = config.cache.get(SEED_CACHE_KEY, None) if config.cache else None
+        cache = getattr(config, "cache", None)  # absent with -p no:cacheprovider
+        cached = cache.get(SEED_CACHE_KEY, None) if cache is not None else None
         if cached is None:
             raise pytest.UsageError("--harness-seed=last: no previous seed recorded in the pytest cache")
         seed = int(cached)
@@ -96,7 +97,7 @@ def _session_seed(config: pytest.Config) -> int:
             seed = int(value)
         except ValueError:
             raise pytest.UsageError(f"--harness-seed must be an integer, 'random' or 'last', got {value!r}") from None
-    if config.cache is not None:
+    if getattr(config, "cache", None) is not None:
         config.cache.set(SEED_CACHE_KEY, seed)
     return seed
 

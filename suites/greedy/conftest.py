@@ -1,0 +1,110 @@
+"""Greedy suites: the target-only reference, computed once per session, and the token comparison."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from dataclasses import dataclass
+
+import pytest
+import torch
+
+from harness.api import DecodeRequest, DecodeResult, unsupported_fields
+from harness.divergence import classify, top2_margins
+from harness.models import ModelBundle
+from harness.plugin import bundle_for
+from harness.prompts import Prompt
+from harness.target_decoder import TargetOnlyDecoder
+from harness.teacher_forcing import target_forward
+
+
+class NearTieWarning(UserWarning):
+    """A greedy divergence at a numerical near-tie (bf16/fp16): reported, not failed."""
+
+
+@dataclass(frozen=True)
+class GreedyReference:
+    """Target-only greedy output for one prompt, with the target's runner-up and top-2 margin at each step."""
+
+    prompt: Prompt
+    prompt_ids: tuple[int, ...]
+    tokens: tuple[int, ...]
+    runner_up: tuple[int, ...]
+    margins: tuple[float, ...]
+    eos: tuple[int, ...] = ()
+
+    def request(self, **fields: object) -> DecodeRequest:
+        fields.setdefault("max_new_tokens", self.prompt.max_new_tokens)
+        return DecodeRequest(self.prompt_ids, eos_token_ids=self.eos, **fields)
+
+
+@pytest.fixture(scope="session")
+def rescoring_bundle(pytestconfig: pytest.Config, bundle: ModelBundle) -> ModelBundle:
+    """The model the margins are scored with: float64 on CPU, float32 on CUDA (the run's bundle if it is)."""
+    precise = torch.float32 if bundle.device.type == "cuda" else torch.float64
+    if bundle.dtype == precise:
+        return bundle
+    return bundle_for(pytestconfig.getoption("--model"), str(bundle.device), str(precise).removeprefix("torch."))
+
+
+@pytest.fixture(scope="session")
+def greedy_references(
+    bundle: ModelBundle, rescoring_bundle: ModelBundle, prompts: list[Prompt]
+) -> dict[str, GreedyReference]:
+    """Target-only greedy output of every prompt fixture (the run's dtype), re-scored for margins."""
+    eos = bundle.eos_token_ids
+    requests = [DecodeRequest(tuple(p.encode(bundle.tokenizer)), p.max_new_tokens, eos_token_ids=eos) for p in prompts]
+    results = TargetOnlyDecoder(bundle).decode(requests)
+    references = {}
+    with torch.no_grad():
+        for prompt, request, result in zip(prompts, requests, results, strict=True):
+            sequence = torch.tensor([request.prompt_ids + result.token_ids], device=rescoring_bundle.device)
+            _, logits = target_forward(rescoring_bundle.target, sequence)
+            scored = logits[0, len(request.prompt_ids) - 1 : -1]  # the logits that chose each generated token
+            runner_up = scored.topk(2, dim=-1).indices[:, 1]
+            references[prompt.id] = GreedyReference(
+                prompt,
+                request.prompt_ids,
+                result.token_ids,
+                tuple(runner_up.tolist()),
+                tuple(top2_margins(scored).tolist()),
+                eos,
+            )
+    return references
+
+
+@pytest.fixture
+def reference(greedy_references: dict[str, GreedyReference], prompt: Prompt) -> GreedyReference:
+    return greedy_references[prompt.id]
+
+
+@pytest.fixture
+def check_tokens(bundle: ModelBundle, record_property):
+    """assert that a decoder's tokens equal the reference's; a bf16/fp16 near-tie is recorded, not failed."""
+
+    def check(reference: GreedyReference, result: DecodeResult, expected: tuple[int, ...] | None = None) -> None:
+        expected = reference.tokens if expected is None else expected
+        divergence = classify(
+            expected, result.token_ids, reference.margins, bundle.dtype, bundle.tokenizer.decode, reference.prompt_ids
+        )
+        if divergence is None:
+            return
+        record_property("divergence", json.dumps(divergence.to_dict()))
+        if divergence.near_tie:
+            warnings.warn(NearTieWarning(f"prompt {reference.prompt.id}: {divergence.describe()}"), stacklevel=2)
+            return
+        pytest.fail(f"prompt {reference.prompt.id}: {divergence.describe()}", pytrace=False)
+
+    return check
+
+
+@pytest.fixture
+def require(decoder):
+    """Skip, with the decoder's own declaration as the reason, a case it cannot serve."""
+
+    def needs(*fields: str) -> None:
+        missing = sorted(set(fields) & unsupported_fields(decoder))
+        if missing:
+            pytest.skip(f"decoder {decoder.name!r} declares it cannot honour {', '.join(missing)}")
+
+    return needs

@@ -1,0 +1,89 @@
+"""EOS and max_new_tokens at the edges of accepted runs: the output stops exactly there."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.api import DecodeRequest
+
+pytestmark = pytest.mark.greedy
+
+BOUNDARY_PROMPTS = ["natural-01", "code-02", "repetitive-01"]
+
+
+def _stop_candidates(reference, k):
+    """A token of the reference that first occurs at position >= k (so a pass can reach it as an accepted draft)."""
+    for position, token in enumerate(reference.tokens):
+        if position >= k and token not in reference.tokens[:position]:
+            return position, token
+    return None
+
+
+@pytest.mark.parametrize("k", [2, 3, 4], ids=lambda k: f"k{k}")
+def test_eos_inside_an_accepted_run_ends_the_output_there(decoder, bundle, greedy_references, check_tokens, require, k):
+    require("forced_drafts", "num_draft_tokens")
+    checked = 0
+    for reference in greedy_references.values():
+        found = _stop_candidates(reference, 1)
+        if found is None or found[0] >= len(reference.tokens) - 1:
+            continue
+        position, eos = found
+        # all drafts forced to the reference's tokens, so the EOS arrives as an accepted draft, mid-run
+        forced = dict(enumerate(reference.tokens))
+        request = DecodeRequest(
+            reference.prompt_ids, len(reference.tokens), num_draft_tokens=k, eos_token_ids=(eos,), forced_drafts=forced
+        )
+        [result] = decoder.decode([request])
+        check_tokens(reference, result, expected=reference.tokens[: position + 1])
+        assert result.finish_reason == "eos"
+        if result.steps:
+            containing = [s for s in result.steps if s.start <= position < s.start + len(s.emitted)]
+            assert (
+                containing
+                and containing[0].emitted[-1] == eos
+                and position - containing[0].start < containing[0].accepted + 1
+            )
+        checked += 1
+    assert checked >= 5
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 4], ids=lambda k: f"k{k}")
+def test_eos_as_the_bonus_token_ends_the_output(decoder, greedy_references, check_tokens, require, k):
+    require("forced_drafts", "steps", *(["num_draft_tokens"] if k > 1 else []))
+    checked = 0
+    for reference in greedy_references.values():
+        if len(reference.tokens) <= k or reference.tokens[k] in reference.tokens[:k]:
+            continue
+        eos = reference.tokens[k]  # the first pass accepts k forced drafts; the target's bonus token is EOS
+        request = DecodeRequest(
+            reference.prompt_ids,
+            len(reference.tokens),
+            num_draft_tokens=k,
+            eos_token_ids=(eos,),
+            forced_drafts=dict(enumerate(reference.tokens)),
+        )
+        [result] = decoder.decode([request])
+        check_tokens(reference, result, expected=reference.tokens[: k + 1])
+        first = result.steps[0]
+        assert (first.start, first.accepted, first.emitted[-1]) == (0, k, eos), first
+        assert len(result.steps) == 1 and result.finish_reason == "eos"
+        checked += 1
+    assert checked >= 5
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 4], ids=lambda k: f"k{k}")
+@pytest.mark.parametrize("prompt_id", BOUNDARY_PROMPTS)
+def test_max_new_tokens_at_every_value_up_to_k_plus_2(
+    decoder, bundle, greedy_references, check_tokens, require, k, prompt_id
+):
+    require("forced_drafts", *(["num_draft_tokens"] if k > 1 else []))
+    reference = greedy_references[prompt_id]
+    forced = dict(enumerate(reference.tokens))  # every draft accepted: the pass would overshoot if unchecked
+    for max_new_tokens in range(1, k + 3):
+        expected = reference.tokens[:max_new_tokens]
+        request = DecodeRequest(
+            reference.prompt_ids, max_new_tokens, num_draft_tokens=k, eos_token_ids=reference.eos, forced_drafts=forced
+        )
+        [result] = decoder.decode([request])
+        check_tokens(reference, result, expected=expected)
+        assert len(result.token_ids) <= max_new_tokens

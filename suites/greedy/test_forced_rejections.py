@@ -1,0 +1,64 @@
+"""Rejections forced where the suite chooses: every position forced, to the reference's own token (so it
+is accepted) or to the target's runner-up (so it must be rejected). The decoder must still reproduce
+the reference, and its verification passes must show each forced rejection where it was forced."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from harness.schedules import SCHEDULES, expected_steps, forced_drafts
+
+pytestmark = pytest.mark.greedy
+
+K_VALUES = [1, 2, 3, 4]
+
+
+def check_forced_passes(reference, result, k, rejections):
+    """Each pass starts where the schedule says, and rejects exactly at the forced position."""
+    expected = expected_steps(len(reference.tokens), k, rejections)
+    actual = [(s.start, len(s.emitted)) for s in result.steps]
+    assert actual == [(e.start, e.emitted) for e in expected], (
+        f"prompt {reference.prompt.id}, k={k}, rejections at {sorted(rejections)}: passes (start, emitted) "
+        f"{actual} != expected {[(e.start, e.emitted) for e in expected]}"
+    )
+    for step, plan in zip(result.steps, expected, strict=True):
+        if plan.rejected_at is None:
+            continue
+        index = plan.rejected_at - plan.start
+        assert step.drafts[index] == reference.runner_up[plan.rejected_at], (
+            f"pass at {step.start}: draft {index} is {step.drafts[index]}, not the forced token"
+        )
+        assert step.accepted == index, (
+            f"pass at {step.start}: the forced draft at position {plan.rejected_at} (index {index}) was not "
+            f"rejected: {step.accepted} drafts accepted"
+        )
+
+
+def run_forced(decoder, reference, check_tokens, k, rejections):
+    forced = forced_drafts(reference.tokens, reference.runner_up, rejections)
+    [result] = decoder.decode([reference.request(num_draft_tokens=k, forced_drafts=forced)])
+    check_tokens(reference, result)
+    check_forced_passes(reference, result, k, set(rejections))
+
+
+@pytest.mark.parametrize("schedule", SCHEDULES)
+@pytest.mark.parametrize("k", K_VALUES, ids=[f"k{k}" for k in K_VALUES])
+def test_forced_rejections_keep_the_reference(decoder, reference, check_tokens, require, schedule, k):
+    require("forced_drafts", "steps", *(["num_draft_tokens"] if k > 1 else []))
+    run_forced(decoder, reference, check_tokens, k, SCHEDULES[schedule](len(reference.tokens), k))
+
+
+@pytest.mark.parametrize("k", K_VALUES, ids=[f"k{k}" for k in K_VALUES])
+def test_rejections_at_random_positions_keep_the_reference(decoder, greedy_references, check_tokens, require, k):
+    require("forced_drafts", "steps", *(["num_draft_tokens"] if k > 1 else []))
+    references = list(greedy_references.values())
+
+    @given(index=st.integers(0, len(references) - 1), data=st.data())
+    def case(index, data):
+        reference = references[index]
+        rejections = data.draw(st.sets(st.integers(0, len(reference.tokens) - 1)), label="rejections")
+        run_forced(decoder, reference, check_tokens, k, rejections)
+
+    case()

@@ -1,0 +1,34 @@
+"""Greedy MTP-assisted decoding must reproduce target-only greedy decoding token for token, with the
+decoder's own (natural) drafts, alone and in mixed batches."""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.greedy
+
+K_VALUES = [1, 2, 3, 4]
+
+
+@pytest.mark.parametrize("k", K_VALUES, ids=[f"k{k}" for k in K_VALUES])
+def test_natural_drafts_reproduce_the_reference(decoder, reference, check_tokens, require, k):
+    if k > 1:
+        require("num_draft_tokens")
+    [result] = decoder.decode([reference.request(num_draft_tokens=k)])
+    check_tokens(reference, result)
+
+
+@pytest.mark.parametrize("k", K_VALUES, ids=[f"k{k}" for k in K_VALUES])
+def test_a_batch_of_mixed_prompts_equals_each_prompt_alone(decoder, greedy_references, check_tokens, require, k):
+    if k > 1:
+        require("num_draft_tokens")
+    references = list(greedy_references.values())
+    requests = [r.request(num_draft_tokens=k) for r in references]
+    assert len({len(r.prompt_ids) for r in requests}) > 1, "the batch must mix prompt lengths"
+    batched = decoder.decode(requests)
+    assert len(batched) == len(requests)
+    for reference, result in zip(references, batched, strict=True):
+        check_tokens(reference, result)
+    for request, together in zip(requests[:6], batched, strict=False):
+        [alone] = decoder.decode([request])
+        assert alone == together, f"decoded alone, {request.prompt_ids[:5]}... gives {alone}, in the batch {together}"
