@@ -195,11 +195,10 @@ def test_a_user_decoder_runs_through_module_factory(deepseek, prompts, reference
 
 
 def test_unknown_decoder_names_list_the_known_ones(deepseek):
-    with pytest.raises(
-        UnknownDecoder,
-        match=r"unknown decoder 'mpt'\. Did you mean mtp.*Known: mtp, target, transformers-assisted, transformers-mtp",
-    ):
+    with pytest.raises(UnknownDecoder, match=r"unknown decoder 'mpt'\. Did you mean mtp") as raised:
         make_decoder("mpt", deepseek)
+    for name in ("mtp", "target", "transformers-assisted", "transformers-mtp", "mutant:no-target-rollback"):
+        assert name in str(raised.value).partition("Known: ")[2]
     with pytest.raises(UnknownDecoder, match=r"cannot import module 'no_such_engine'"):
         make_decoder("no_such_engine:factory", deepseek)
     with pytest.raises(UnknownDecoder, match=r"module 'example_decoder' has no 'missing'"):
