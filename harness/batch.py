@@ -59,6 +59,7 @@ class BatchState:
             self.eos_table[row, : len(request.eos_token_ids)] = torch.tensor(request.eos_token_ids, dtype=torch.long)
         self.finish = torch.full((size,), NOT_FINISHED, dtype=torch.long, device=device)
         self.row_ids = torch.arange(size, device=device)  # current row -> original row
+        self.passes = torch.zeros(size, dtype=torch.long, device=device)  # verification passes each row made
         self._passes: list[tuple[torch.Tensor, ...]] = []
         self._dropped: dict[int, tuple[list[int], int]] = {}  # original row -> (committed ids, finish code)
 
@@ -101,6 +102,7 @@ class BatchState:
         positions = (self.lengths[:, None] + columns).clamp(max=self.sequence.shape[1] - 1)
         self.sequence.scatter_(1, positions, torch.where(write, proposed, self.sequence.gather(1, positions)))
         self.lengths = self.lengths + count
+        self.passes = self.passes + active.long()
         finished_length = active & ~ends_at_eos & (self.generated_counts >= self.max_new_tokens)
         self.finish = torch.where(active & ends_at_eos, FINISHED_EOS, self.finish)
         self.finish = torch.where(finished_length, FINISHED_LENGTH, self.finish)
@@ -114,7 +116,16 @@ class BatchState:
         for row in dropped.nonzero().squeeze(-1).tolist():
             length = int(self.lengths[row])
             self._dropped[int(self.row_ids[row])] = (self.sequence[row, :length].tolist(), int(self.finish[row]))
-        for name in ("sequence", "prompt_lengths", "lengths", "max_new_tokens", "eos_table", "finish", "row_ids"):
+        for name in (
+            "sequence",
+            "prompt_lengths",
+            "lengths",
+            "max_new_tokens",
+            "eos_table",
+            "finish",
+            "row_ids",
+            "passes",
+        ):
             setattr(self, name, getattr(self, name)[keep])
 
     def results(self) -> list[DecodeResult]:

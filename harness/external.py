@@ -12,11 +12,13 @@ the run is reproducible and leaves the caller's global RNG state untouched.
 
 from __future__ import annotations
 
+import contextlib
 import copy
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import torch
 from transformers import GenerationConfig, PreTrainedModel
+from transformers.generation.candidate_generator import MTPCandidateGenerator
 
 from harness.api import DecodeRequest, DecodeResult, validate_for_model
 from harness.batch import truncate
@@ -85,7 +87,11 @@ class _TransformersGenerateDecoder:
 
 
 class TransformersMTPDecoder(_TransformersGenerateDecoder):
-    """transformers' native MTP generation. It drafts one token per MTP depth, so num_draft_tokens is fixed."""
+    """transformers' native MTP generation. It drafts one token per MTP depth, so num_draft_tokens is fixed.
+
+    It reports no verification steps, but records every draft it proposed in `draft_log` as
+    (committed token ids, drafts), by wrapping transformers' MTPCandidateGenerator.get_candidates.
+    """
 
     name = "transformers-mtp"
     unsupported = frozenset({"forced_drafts", "num_draft_tokens", "draft_mode", "steps"})
@@ -93,6 +99,11 @@ class TransformersMTPDecoder(_TransformersGenerateDecoder):
     def __init__(self, bundle: ModelBundle) -> None:
         super().__init__(bundle)
         self.model = enable_transformers_mtp(bundle)
+        self.draft_log: list[tuple[tuple[int, ...], tuple[int, ...]]] = []
+
+    def _decode_one(self, request: DecodeRequest) -> DecodeResult:
+        with _recording_candidates(self.draft_log):
+            return super()._decode_one(request)
 
     def generation_settings(self, request: DecodeRequest) -> dict[str, object]:
         return {"use_mtp": True}
@@ -113,6 +124,25 @@ class TransformersAssistedDecoder(_TransformersGenerateDecoder):
         self.draft.generation_config.num_assistant_tokens_schedule = "constant"
         self.draft.generation_config.assistant_confidence_threshold = 0.0
         return {"assistant_model": self.draft}
+
+
+@contextlib.contextmanager
+def _recording_candidates(log: list[tuple[tuple[int, ...], tuple[int, ...]]]) -> Iterator[None]:
+    """While active, append (committed ids, drafted ids) for every MTPCandidateGenerator.get_candidates call."""
+    original = MTPCandidateGenerator.get_candidates
+
+    def recorded(self: MTPCandidateGenerator, input_ids: torch.LongTensor, *args: object, **kwargs: object) -> tuple:
+        candidates, logits = original(self, input_ids, *args, **kwargs)
+        committed = input_ids.shape[1]
+        if candidates.shape[1] > committed:
+            log.append((tuple(input_ids[0].tolist()), tuple(candidates[0, committed:].tolist())))
+        return candidates, logits
+
+    MTPCandidateGenerator.get_candidates = recorded
+    try:
+        yield
+    finally:
+        MTPCandidateGenerator.get_candidates = original
 
 
 def first_layer_draft(target: PreTrainedModel) -> PreTrainedModel:

@@ -21,6 +21,7 @@ from harness.errors import CheckpointError, HarnessError
 from harness.experts import fuse_experts
 from harness.layouts import DEEPSEEK_V3, LayoutMatch, depth_tensor_name, detect_layout
 from harness.mtp_depth import build_depths
+from harness.numerics import use_float64_arithmetic
 from harness.quiet import quiet_transformers
 
 DTYPES = {
@@ -106,6 +107,8 @@ def load_bundle(
     target = _load_target(directory, config, torch_dtype, attn_implementation).to(torch_device)
     depths = _load_depths(checkpoint, target, layout)
     tokenizer = _load_tokenizer(directory, config)
+    if torch_dtype == torch.float64:
+        use_float64_arithmetic(target, depths)
     for module in (target, depths):
         module.eval()
         module.requires_grad_(False)

@@ -46,9 +46,9 @@ class CacheManager:
     (L' = the new committed length) and each MTP depth keeps the entries made from committed tokens.
     """
 
-    def verify_positions(self, lengths: torch.Tensor, k: int) -> torch.Tensor:
-        """Position ids [B, k+1] of the verification inputs."""
-        return lengths[:, None] - 1 + torch.arange(k + 1, device=lengths.device)[None, :]
+    def verify_positions(self, state: BatchState, k: int) -> torch.Tensor:
+        """Position ids [B, k+1] of the verification inputs: L-1, L, ..., L+k-1."""
+        return state.lengths[:, None] - 1 + torch.arange(k + 1, device=state.lengths.device)[None, :]
 
     def rollback_target(self, slots: SlotCache, committed_lengths: torch.Tensor, active: torch.Tensor) -> None:
         slots.keep_below(torch.where(active, committed_lengths - 1, NO_LIMIT))
@@ -156,7 +156,7 @@ class _Batch:
         row_k = torch.where(self.drafting, k, 0)
         verify_ids = torch.cat([state.last_tokens()[:, None], drafts], dim=1)
         offsets = torch.arange(k + 1, device=bundle.device)[None, :]
-        positions = self.decoder.cache_manager.verify_positions(lengths, k)
+        positions = self.decoder.cache_manager.verify_positions(state, k)
         valid = active[:, None] & (offsets <= row_k[:, None])
         hidden, logits = target_pass(bundle, self.target_slots, verify_ids, positions, valid)
         p = process_logits(logits, self.sampling)

@@ -12,10 +12,12 @@ import torch
 
 from harness.acceptance import greedy_accept, speculative_accept
 from harness.api import Decoder
+from harness.batch import BatchState
 from harness.models import ModelBundle
 from harness.mtp_decoder import CacheManager, MTPDecoder
+from harness.proposer import MTPProposer
 from harness.registry import register_decoder
-from harness.slots import SlotCache
+from harness.slots import RaggedBuffer, SlotCache
 
 MUTANT_PREFIX = "mutant:"
 MUTANTS: dict[str, Callable[[ModelBundle], MTPDecoder]] = {}
@@ -91,6 +93,47 @@ class NoTargetRollback(CacheManager):
 @mutant("no-target-rollback")
 def no_target_rollback(bundle: ModelBundle) -> MTPDecoder:
     return MTPDecoder(bundle, cache_manager=NoTargetRollback())
+
+
+class PositionsAdvancedByDraftLength(CacheManager):
+    """Bug class 5: each pass advances the position counter by the k+1 tokens it fed, not by the tokens it
+    committed (M-RoPE slot bug, vLLM 54498): after a rejection the positions drift past the sequence."""
+
+    def verify_positions(self, state: BatchState, k: int) -> torch.Tensor:
+        start = state.prompt_lengths - 1 + state.passes * (k + 1)
+        return start[:, None] + torch.arange(k + 1, device=start.device)[None, :]
+
+
+@mutant("position-offset")
+def position_offset(bundle: ModelBundle) -> MTPDecoder:
+    return MTPDecoder(bundle, cache_manager=PositionsAdvancedByDraftLength())
+
+
+# --- proposer mutants -----------------------------------------------------------------------------------------
+class NoMTPRollback(MTPProposer):
+    """Bug class 4: the MTP layers' own KV caches keep the entries built from rejected drafts (vLLM 14649):
+    later drafts attend to a continuation that never happened. Greedy output is unchanged; acceptance drops."""
+
+    def rollback_depth(self, d: int, limit: torch.Tensor) -> None:
+        self.slots[d].trim()
+
+
+@mutant("no-mtp-rollback")
+def no_mtp_rollback(bundle: ModelBundle) -> MTPDecoder:
+    return MTPDecoder(bundle, proposer=NoMTPRollback)
+
+
+class StaleMTPHidden(MTPProposer):
+    """Bug class 4 (review of vLLM PR 33561): the hidden state a depth hands to the next one is taken one index
+    too late: from the last position it computed, which was built from a draft that may have been rejected."""
+
+    def carry(self, outputs: RaggedBuffer, start: torch.Tensor, stop: torch.Tensor) -> RaggedBuffer:
+        return outputs.slice(start + 1, (stop + 1).clamp(max=outputs.lengths))
+
+
+@mutant("stale-mtp-hidden")
+def stale_mtp_hidden(bundle: ModelBundle) -> MTPDecoder:
+    return MTPDecoder(bundle, proposer=StaleMTPHidden)
 
 
 # --- stop-rule mutants ----------------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ to pytest-xdist workers; each test's seed is derived from it and the test's node
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -179,6 +180,20 @@ def decoder(pytestconfig: pytest.Config, bundle: ModelBundle) -> Decoder:
     from harness.registry import make_decoder
 
     return make_decoder(pytestconfig.getoption("--decoder"), bundle)
+
+
+@pytest.fixture
+def require(decoder: Decoder) -> Callable[..., None]:
+    """require(*fields): skip the test, with the decoder's own declaration as the reason, when the decoder
+    under test declares it cannot honour one of those request fields (its `unsupported` set)."""
+    from harness.api import unsupported_fields
+
+    def needs(*fields: str) -> None:
+        missing = sorted(set(fields) & unsupported_fields(decoder))
+        if missing:
+            pytest.skip(f"decoder {decoder.name!r} declares it cannot honour {', '.join(missing)}")
+
+    return needs
 
 
 @pytest.fixture(scope="session")

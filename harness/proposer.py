@@ -121,7 +121,7 @@ class MTPProposer:
             for d in range(self.num_depths)
         ]
         for d in range(ran):
-            self.slots[d].keep_below(torch.where(active, lengths, NO_LIMIT))
+            self.rollback_depth(d, torch.where(active, lengths, NO_LIMIT))
         # level 0 (target hidden): depth 1 consumed everything pending up to L-2
         if ran >= 1:
             self.pending[0] = self.pending[0].slice(new_index[0] - self.next_index[0], self.pending[0].lengths)
@@ -129,9 +129,17 @@ class MTPProposer:
         for e in range(1, min(ran + 1, self.num_depths)):
             source = self.pending[e].concat(self._chunks[e - 1].data, self._chunks[e - 1].lengths)
             base = self.next_index[e]
-            self.pending[e] = source.slice(new_index[e] - base, new_index[e - 1] - base)
+            self.pending[e] = self.carry(source, new_index[e] - base, new_index[e - 1] - base)
         self.next_index = new_index
         self._chunks = []
+
+    def rollback_depth(self, d: int, limit: torch.Tensor) -> None:
+        """Drop depth d's entries whose token position is >= limit (made from a draft)."""
+        self.slots[d].keep_below(limit)
+
+    def carry(self, outputs: RaggedBuffer, start: torch.Tensor, stop: torch.Tensor) -> RaggedBuffer:
+        """The committed outputs [start, stop) (per row, relative to `outputs`) the next depth will read."""
+        return outputs.slice(start, stop)
 
 
 def _pad(data: torch.Tensor, width: int) -> torch.Tensor:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import pytest
 import torch
 
-from harness.api import DecodeRequest, DecodeResult, unsupported_fields
+from harness.api import DecodeRequest, DecodeResult
 from harness.divergence import classify, top2_margins
 from harness.models import ModelBundle
 from harness.plugin import bundle_for
@@ -96,15 +96,3 @@ def check_tokens(bundle: ModelBundle, record_property):
         pytest.fail(f"prompt {reference.prompt.id}: {divergence.describe()}", pytrace=False)
 
     return check
-
-
-@pytest.fixture
-def require(decoder):
-    """Skip, with the decoder's own declaration as the reason, a case it cannot serve."""
-
-    def needs(*fields: str) -> None:
-        missing = sorted(set(fields) & unsupported_fields(decoder))
-        if missing:
-            pytest.skip(f"decoder {decoder.name!r} declares it cannot honour {', '.join(missing)}")
-
-    return needs

@@ -14,6 +14,7 @@ from transformers.modeling_layers import MtpModel
 from harness.attention import EXACT_ATTENTION
 from harness.layouts import DEEPSEEK_V3, MIMO, MTP_PREFIX
 from harness.models import load_bundle
+from harness.numerics import use_float64_arithmetic
 from harness.paths import FIXTURE_MODELS
 from harness.teacher_forcing import mtp_forward, target_forward
 
@@ -104,6 +105,7 @@ def test_transformers_deepseek_v3_loader_accepts_the_fixture(fixture_bundle):
     assert info["missing_keys"] == set() or not info["missing_keys"]
     assert not info["mismatched_keys"]
     assert all(key.startswith(("model.layers.2.", "model.layers.3.")) for key in info["unexpected_keys"])
+    use_float64_arithmetic(model)  # the bundle's router arithmetic (transformers routes in float32)
     bundle = fixture_bundle("tiny-deepseek-v3")
     ids = torch.tensor([bundle.tokenizer.encode(TEXT)])
     torch.testing.assert_close(model(ids).logits, target_forward(bundle.target, ids)[1], rtol=0, atol=0)
@@ -120,6 +122,7 @@ def test_mtp_depths_equal_transformers_own_mtp_model(fixture_bundle, name):
     if name == "tiny-deepseek-v3":  # transformers only looks for DeepSeek MTP weights at layer 61
         main._keys_to_ignore_on_load_unexpected = [r"model\.layers\.2.*", r"model\.layers\.3.*"]
     mtp_model = MtpModel.from_pretrained(main)
+    use_float64_arithmetic(main, mtp_model)  # the bundle's router arithmetic (transformers routes in float32)
     ids = torch.tensor([bundle.tokenizer.encode(TEXT)])
     hidden, _ = target_forward(bundle.target, ids)
     ours = mtp_forward(bundle.target, bundle.depths, ids, hidden)

@@ -1,0 +1,56 @@
+"""Invariant suites: run the decoder under test with its inspection hook and check every pass."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.api import DecodeRequest, PassSnapshot
+from harness.invariants import Violation, check_run
+
+INVARIANT_PROMPTS = ["natural-01", "natural-05", "code-03", "repetitive-02", "soup-02", "eos-01", "long-01", "code-06"]
+
+
+@pytest.fixture
+def inspect(decoder, bundle):
+    """Decode with the decoder's observer attached; returns (results, violations). Skips decoders that
+    offer no inspection hook (an `observer` attribute): checks 1-5 cannot run on them, never pass."""
+    if not hasattr(decoder, "observer"):
+        pytest.skip(
+            f"decoder {decoder.name!r} offers no inspection hook (an `observer` attribute taking PassSnapshots); "
+            "the cache and position checks need one"
+        )
+
+    def run(requests: list[DecodeRequest]) -> tuple[list, list[Violation], list[PassSnapshot]]:
+        snapshots: list[PassSnapshot] = []
+        decoder.observer = snapshots.append
+        try:
+            results = decoder.decode(requests)
+        finally:
+            decoder.observer = None
+        assert snapshots, "the inspection hook reported no pass"
+        violations = check_run(bundle, snapshots, {i: len(r.prompt_ids) for i, r in enumerate(requests)})
+        return results, violations, snapshots
+
+    return run
+
+
+@pytest.fixture
+def assert_clean():
+    """Fail naming pass, layer, invariant and the largest difference of the first violations."""
+    return _assert_no_violations
+
+
+def _assert_no_violations(violations: list[Violation], snapshots: list[PassSnapshot]) -> None:
+    if violations:
+        shown = "\n  ".join(v.describe() for v in violations[:8])
+        more = f"\n  ... and {len(violations) - 8} more" if len(violations) > 8 else ""
+        pytest.fail(
+            f"{len(violations)} invariant violations over {len(snapshots)} passes:\n  {shown}{more}", pytrace=False
+        )
+
+
+@pytest.fixture(scope="session")
+def invariant_prompts(prompts):
+    chosen = [p for p in prompts if p.id in INVARIANT_PROMPTS]
+    assert len(chosen) == len(INVARIANT_PROMPTS)
+    return chosen
