@@ -4,6 +4,7 @@
     nox -s greedy         pytest -m greedy (every commit)
     nox -s sampling       pytest -m sampling
     nox -s invariants     pytest -m invariants
+    nox -s calibration    the sampling suite's false-positive-rate calibration (slow)
     nox -s lint           ruff check + ruff format --check
 
 Extra pytest arguments go after `--`, e.g. `nox -s greedy -- --decoder transformers-mtp`.
@@ -34,7 +35,7 @@ def run_pytest(session: nox.Session, *args: str) -> None:
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    run_pytest(session, "-n", "2")
+    run_pytest(session, "-n", "2", "--dist", "loadgroup")
 
 
 @nox.session
@@ -45,6 +46,12 @@ def greedy(session: nox.Session) -> None:
 @nox.session
 def sampling(session: nox.Session) -> None:
     run_pytest(session, "-m", "sampling")
+
+
+@nox.session
+def calibration(session: nox.Session) -> None:
+    """The slow calibration of the sampling suite's false-positive rate."""
+    run_pytest(session, "-m", "sampling and slow")
 
 
 @nox.session

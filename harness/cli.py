@@ -15,10 +15,10 @@ from pathlib import Path
 from harness.paths import DEFAULT_MODEL, REPORTS, SUITES
 
 SUITE_MARKERS = {
-    "greedy": "greedy",
-    "sampling": "sampling",
-    "invariants": "invariants",
-    "all": "greedy or sampling or invariants",
+    "greedy": "greedy and not slow",
+    "sampling": "sampling and not slow",
+    "invariants": "invariants and not slow",
+    "all": "(greedy or sampling or invariants) and not slow",
 }
 
 
@@ -64,7 +64,7 @@ def pytest_command(args: argparse.Namespace, junit: Path) -> list[str]:
     if args.harness_seed:
         command.append(f"--harness-seed={args.harness_seed}")
     if args.workers:
-        command += ["-n", str(args.workers)]
+        command += ["-n", str(args.workers), "--dist", "loadgroup"]
     command.append(f"--junitxml={junit}")
     extra = args.pytest_args[1:] if args.pytest_args[:1] == ["--"] else args.pytest_args
     return command + extra

@@ -2,6 +2,7 @@
 
     proposer          MTPProposer: the MTP depths chained into k drafts and their laws q
     acceptance rules  greedy_accept (temperature 0) and speculative_accept (sampling): pure functions
+    draft law         the_law_drawn_from: the q verification sees for each draft
     stop rule         stop_at_first_eos: how much of (accepted drafts + the target's token) is committed
     cache manager     CacheManager: verification positions and the rollback after each pass: the target
                       keeps every committed token but the newest; each depth keeps entries made from
@@ -25,7 +26,7 @@ import torch
 from transformers import DynamicCache
 
 from harness.acceptance import AcceptanceRule, greedy_accept, speculative_accept
-from harness.api import DecodeRequest, DecodeResult, PassObserver, PassSnapshot, validate_for_model
+from harness.api import DecodeRequest, DecodeResult, PassObserver, PassSnapshot, SamplingConfig, validate_for_model
 from harness.batch import BatchState, StopRule, prefill_inputs, stop_at_first_eos
 from harness.forward import target_pass
 from harness.models import ModelBundle
@@ -36,6 +37,15 @@ from harness.slots import SlotCache
 
 COMPACT_BELOW = 0.75  # drop finished rows from the batch once fewer than this fraction are still decoding
 ProposerFactory = Callable[[ModelBundle, int], MTPProposer]
+# (q the draft was drawn from [B, V], the depth's logits [B, V], sampling, draft mode) -> q given to verification
+DraftLaw = Callable[[torch.Tensor, torch.Tensor, SamplingConfig, str], torch.Tensor]
+
+
+def the_law_drawn_from(
+    q: torch.Tensor, logits: torch.Tensor, sampling: SamplingConfig, draft_mode: str
+) -> torch.Tensor:
+    """Verification must see exactly the law each draft was drawn from (one-hot for greedy drafts)."""
+    return q
 
 
 class CacheManager:
@@ -71,12 +81,14 @@ class MTPDecoder:
         sampling_rule: AcceptanceRule = speculative_accept,
         cache_manager: CacheManager | None = None,
         stop_rule: StopRule = stop_at_first_eos,
+        draft_law: DraftLaw = the_law_drawn_from,
         observer: PassObserver | None = None,
     ) -> None:
         self.bundle = bundle
         self.proposer = proposer
         self.cache_manager = cache_manager or CacheManager()
         self.stop_rule = stop_rule
+        self.draft_law = draft_law
         self.greedy_rule = greedy_rule
         self.sampling_rule = sampling_rule
         self.observer = observer
@@ -195,6 +207,7 @@ class _Batch:
             if len(rows):
                 drawn = uniforms([self.draft_generators[r] for r in rows.tolist()], 1, q.dtype)[:, 0]
                 tokens[rows] = sample_from(q[rows], drawn.to(q.device))
+        q = self.decoder.draft_law(q, logits, self.sampling, self.draft_mode)
         generated = self.state.generated_counts
         for row in self.rows_with_forced_drafts:
             position = int(generated[row]) + step - 1

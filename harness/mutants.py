@@ -10,13 +10,14 @@ from collections.abc import Callable
 
 import torch
 
-from harness.acceptance import greedy_accept, speculative_accept
-from harness.api import Decoder
+from harness.acceptance import accepted_prefix, greedy_accept, residual, speculative_accept
+from harness.api import Decoder, SamplingConfig
 from harness.batch import BatchState
 from harness.models import ModelBundle
 from harness.mtp_decoder import CacheManager, MTPDecoder
 from harness.proposer import MTPProposer
 from harness.registry import register_decoder
+from harness.sampling import process_logits, sample_from
 from harness.slots import RaggedBuffer, SlotCache
 
 MUTANT_PREFIX = "mutant:"
@@ -80,6 +81,99 @@ def stale_drafts_after_reject(bundle: ModelBundle) -> MTPDecoder:
     return MTPDecoder(
         bundle, greedy_rule=keep_stale_drafts(greedy_accept), sampling_rule=keep_stale_drafts(speculative_accept)
     )
+
+
+def _speculative_with(residual_law: Callable, bonus_offset: int = 0, accept_if_equal: bool = False) -> Callable:
+    """speculative_accept with one piece changed (see the mutants below); the rest exactly as the real rule."""
+
+    def rule(
+        p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, uniforms: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        batch, k = drafts.shape
+        p_of_draft = p[:, :k].gather(-1, drafts[..., None]).squeeze(-1)
+        q_of_draft = q.gather(-1, drafts[..., None]).squeeze(-1)
+        if accept_if_equal:
+            target_samples = sample_from(p[:, :k], uniforms[:, :k])
+            accepts = target_samples == drafts
+        else:
+            accepts = uniforms[:, :k] < torch.clamp(p_of_draft / q_of_draft, max=1.0)
+        accepted = accepted_prefix(accepts)
+        rows = torch.arange(batch, device=p.device)
+        q_padded = torch.cat([q, torch.zeros_like(q[:, :1])], dim=1)
+        position = torch.where(accepted == k, (accepted - bonus_offset).clamp(min=0), accepted)
+        correction = residual_law(p[rows, position], q_padded[rows, accepted])
+        return accepted, sample_from(correction, uniforms[:, k])
+
+    return rule
+
+
+def _residual_is_p(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    return p
+
+
+@mutant("residual-from-p")
+def residual_from_p(bundle: ModelBundle) -> MTPDecoder:
+    """Bug class 7: after a rejection the correction is drawn from p instead of norm(max(p - q, 0))."""
+    return MTPDecoder(bundle, sampling_rule=_speculative_with(_residual_is_p))
+
+
+@mutant("accept-if-equal")
+def accept_if_equal(bundle: ModelBundle) -> MTPDecoder:
+    """Bug class 6 (mlx-swift-lm PR 459): in sampling mode a draft is accepted when it equals a token sampled
+    from p (probability sum p q instead of sum min(p, q)), while rejections still use the residual."""
+    return MTPDecoder(bundle, sampling_rule=_speculative_with(residual, accept_if_equal=True))
+
+
+@mutant("bonus-wrong-position")
+def bonus_wrong_position(bundle: ModelBundle) -> MTPDecoder:
+    """Bug class 11: when every draft is accepted, the bonus token is drawn from p at the last draft's
+    position instead of the position after it (an off-by-one in the verify logits)."""
+    return MTPDecoder(bundle, sampling_rule=_speculative_with(residual, bonus_offset=1))
+
+
+def drop_the_bonus(
+    p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, uniforms: torch.Tensor | None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Bug class 11, first half: when all k drafts are accepted, no bonus token is emitted (x_k is committed
+    as the pass's last token). This loses throughput, not exactness: the suites show it stays exact."""
+    accepted, next_token = speculative_accept(p, q, drafts, uniforms)
+    k = drafts.shape[1]
+    all_accepted = accepted == k
+    return torch.where(all_accepted, accepted - 1, accepted), torch.where(all_accepted, drafts[:, -1], next_token)
+
+
+@mutant("no-bonus")
+def no_bonus(bundle: ModelBundle) -> MTPDecoder:
+    return MTPDecoder(bundle, sampling_rule=drop_the_bonus)
+
+
+# --- draft-law mutants ----------------------------------------------------------------------------------------
+def _unprocessed_q(q: torch.Tensor, logits: torch.Tensor, sampling: SamplingConfig, draft_mode: str) -> torch.Tensor:
+    """Bug class 9 (vLLM 9834, transformers 47932): drafts are sampled from the processed q (temperature,
+    top-k, top-p) but verified against the raw softmax of the head."""
+    if draft_mode != "sample":
+        return q
+    return torch.softmax(logits.to(q.dtype), dim=-1)
+
+
+@mutant("unprocessed-q")
+def unprocessed_q(bundle: ModelBundle) -> MTPDecoder:
+    return MTPDecoder(bundle, draft_law=_unprocessed_q)
+
+
+def _softmax_q_for_greedy_draft(
+    q: torch.Tensor, logits: torch.Tensor, sampling: SamplingConfig, draft_mode: str
+) -> torch.Tensor:
+    """Bug class 8 (transformers 32867): a greedy (argmax) draft is verified with the head's softmax as q
+    instead of a one-hot: p(x) = 0.3, q(x) = 0.5 gives P(x) = 0.6."""
+    if draft_mode != "greedy" or sampling.is_greedy:
+        return q
+    return process_logits(logits, sampling).to(q.dtype)
+
+
+@mutant("softmax-q-for-greedy-draft")
+def softmax_q_for_greedy_draft(bundle: ModelBundle) -> MTPDecoder:
+    return MTPDecoder(bundle, draft_law=_softmax_q_for_greedy_draft)
 
 
 # --- cache-manager mutants ------------------------------------------------------------------------------------

@@ -178,3 +178,16 @@ def test_greedy_accept_takes_the_argmax_prefix_and_the_targets_token_after_it():
     accepted, next_token = greedy_accept(p, torch.zeros(2, 3, V), drafts)
     assert accepted.tolist() == [2, 3]
     assert next_token.tolist() == [3, 0]  # correction at the first mismatch; bonus after all accepted
+
+
+def test_the_exact_law_separates_biased_mutant_rules_from_a_merely_slower_one():
+    from harness.mutants import _speculative_with, drop_the_bonus
+
+    models = ToyModels(seed=5, **CASES["dense p and q"])
+    truth = target_law(models, 3)
+    bonus_from_the_wrong_position = _speculative_with(residual, bonus_offset=1)
+    accept_if_equal = _speculative_with(residual, accept_if_equal=True)
+    assert max_difference(exact_law(bonus_from_the_wrong_position, models, 2, 3), truth) > 1e-3
+    assert max_difference(exact_law(accept_if_equal, models, 2, 3), truth) > 1e-3
+    # dropping the bonus token wastes the pass's last target distribution but keeps the law exact
+    assert max_difference(exact_law(drop_the_bonus, models, 2, 3), truth) < TOLERANCE

@@ -12,9 +12,9 @@ def test_run_builds_a_reproducible_pytest_command(tmp_path):
         ["run", "--suite", "greedy", "--decoder", "target", "--dtype", "float32", "-n", "2", "--", "-x"]
     )
     command = pytest_command(args, tmp_path / "junit.xml")
-    assert command[3:6] == [command[3], "-m", "greedy"]
+    assert command[4:6] == ["-m", "greedy and not slow"]
     assert "--decoder=target" in command and "--dtype=float32" in command
-    assert command[-3:] == ["2", f"--junitxml={tmp_path / 'junit.xml'}", "-x"]
+    assert command[-5:] == ["2", "--dist", "loadgroup", f"--junitxml={tmp_path / 'junit.xml'}", "-x"]
 
 
 def test_bench_reports_throughput_acceptance_and_head_cost_as_json(capsys):

@@ -1,0 +1,148 @@
+"""Hypothesis tests for sampling suites: sample sizes from a power target, chi-square and G tests with
+Cochran pooling, KL and total variation, Holm correction, and the randomized probability integral transform.
+
+Notation: N samples, m p-values in the family, alpha the family-wise error rate, beta = 1 - power.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import optimize, stats
+
+FAMILY_ALPHA = 1e-3  # family-wise false-positive rate of one run of the sampling suite (Holm)
+POWER = 0.99
+MIN_EXPECTED = 5.0  # Cochran: pool cells whose expected count is below this
+PIT_BINS = 20
+
+
+def sample_size(tv_shift: float, alpha: float, power: float = POWER) -> int:
+    """N to detect a shift of `tv_shift` in one pre-registered event at level alpha with the given power:
+    N = ceil((z_{1-alpha} + z_{power})^2 / (4 delta^2))   (binomial event, worst case p = 1/2)."""
+    z = stats.norm.ppf(1 - alpha) + stats.norm.ppf(power)
+    return math.ceil(z * z / (4 * tv_shift * tv_shift))
+
+
+def min_detectable_tv(n: int, df: int, alpha: float, power: float = POWER) -> float:
+    """Smallest total-variation shift the chi-square test detects with `power` at level alpha.
+
+    Under an alternative at TV distance delta, N * chi2-divergence >= 4 N delta^2, so the statistic is at
+    least noncentral chi-square(df, lambda = 4 N delta^2): solve P(ncx2 > critical) = power for delta.
+    """
+    critical = stats.chi2.ppf(1 - alpha, df)
+
+    def shortfall(delta: float) -> float:
+        return stats.ncx2.sf(critical, df, 4 * n * delta * delta) - power
+
+    return float(optimize.brentq(shortfall, 1e-6, 1.0))
+
+
+@dataclass(frozen=True)
+class GoodnessOfFit:
+    """Observed vs expected over pooled cells, with both tests and the distances."""
+
+    n: int
+    cells: int
+    df: int
+    chi2: float
+    chi2_p: float
+    g: float
+    g_p: float
+    kl: float
+    tv: float
+    labels: tuple
+    observed: tuple[int, ...]
+    expected: tuple[float, ...]
+
+
+def pool_cells(
+    probabilities: dict[Hashable, float], observed: Counter, n: int, pooled_label: Hashable
+) -> tuple[list, np.ndarray, np.ndarray]:
+    """Cells with expected count < MIN_EXPECTED are merged into `pooled_label` (which also collects any
+    observation outside the known cells); if that pool is still small, it absorbs the smallest cells."""
+    big = {cell: p for cell, p in probabilities.items() if n * p >= MIN_EXPECTED and cell != pooled_label}
+    pooled_p = 1.0 - sum(big.values())
+    pooled_o = n - sum(observed.get(cell, 0) for cell in big)
+    for cell in sorted(big, key=big.get):
+        if n * pooled_p >= MIN_EXPECTED or len(big) <= 1:
+            break
+        pooled_p += big.pop(cell)
+        pooled_o += observed.get(cell, 0)
+    labels = [*big, pooled_label]
+    expected = np.array([*big.values(), max(pooled_p, 0.0)]) * n
+    counts = np.array([*(observed.get(c, 0) for c in big), pooled_o], dtype=float)
+    if expected[-1] <= 0:  # nothing pooled
+        labels, expected, counts = labels[:-1], expected[:-1], counts[:-1]
+    return labels, counts, expected
+
+
+def goodness_of_fit(
+    probabilities: dict[Hashable, float], samples: Sequence[Hashable], pooled_label: Hashable
+) -> GoodnessOfFit:
+    """Pearson chi-square and G = 2 N KL(empirical || target) over Cochran-pooled cells."""
+    n = len(samples)
+    labels, counts, expected = pool_cells(probabilities, Counter(samples), n, pooled_label)
+    expected = expected * (counts.sum() / expected.sum())  # exact sums for scipy (pooling rounds nothing away)
+    chi2, chi2_p = stats.chisquare(counts, expected)
+    g, g_p = stats.power_divergence(counts, expected, lambda_="log-likelihood")
+    empirical = counts / n
+    target = expected / n
+    nonzero = empirical > 0
+    kl = float(np.sum(empirical[nonzero] * np.log(empirical[nonzero] / target[nonzero])))  # KL(emp || target)
+    tv = float(0.5 * np.abs(empirical - target).sum())
+    return GoodnessOfFit(
+        n,
+        len(labels),
+        len(labels) - 1,
+        float(chi2),
+        float(chi2_p),
+        float(g),
+        float(g_p),
+        kl,
+        tv,
+        tuple(labels),
+        tuple(int(c) for c in counts),
+        tuple(float(e) for e in expected),
+    )
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm step-down adjusted p-values: p_(i) -> max_{j <= i} min(1, (m - j + 1) p_(j)), in the input order."""
+    m = len(p_values)
+    order = sorted(range(m), key=lambda i: p_values[i])
+    adjusted = [0.0] * m
+    running = 0.0
+    for rank, index in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * p_values[index]))
+        adjusted[index] = running
+    return adjusted
+
+
+def randomized_pit(cdf_before: np.ndarray, probability: np.ndarray, uniforms: np.ndarray) -> np.ndarray:
+    """u = F(x - 1 | context) + V p(x | context), V ~ U(0, 1): i.i.d. U(0, 1) across tokens when every token
+    was drawn from its context's distribution (Dunn & Smyth 1996)."""
+    return cdf_before + uniforms * probability
+
+
+@dataclass(frozen=True)
+class Uniformity:
+    n: int
+    ks: float
+    ks_p: float
+    chi2: float
+    chi2_p: float
+    histogram: tuple[int, ...]
+
+
+def uniformity(u: np.ndarray, bins: int = PIT_BINS) -> Uniformity:
+    """Kolmogorov-Smirnov and binned chi-square tests of u ~ U(0, 1)."""
+    ks = stats.kstest(u, "uniform")
+    histogram, _ = np.histogram(u, bins=bins, range=(0.0, 1.0))
+    chi2, chi2_p = stats.chisquare(histogram)
+    return Uniformity(
+        len(u), float(ks.statistic), float(ks.pvalue), float(chi2), float(chi2_p), tuple(int(h) for h in histogram)
+    )

@@ -1,0 +1,140 @@
+"""Sampling suites: every case of the run is one family of p-values, corrected together with Holm at
+FAMILY_ALPHA. The family is the cases selected in this session, computed once, on first use."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import pytest
+
+from harness.sampling_cases import (
+    LawOutcome,
+    PitOutcome,
+    SamplingCase,
+    case_grid,
+    p_values_per_case,
+    run_law_case,
+    run_pit_case,
+)
+from harness.stats import FAMILY_ALPHA, POWER, holm, min_detectable_tv, sample_size
+
+CASES = {case.id: case for case in case_grid()}
+TV_TARGET = {"ci": 0.05, "nightly": 0.02}
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.getgroup("mtp-harness").addoption(
+        "--sampling-tv",
+        type=float,
+        default=TV_TARGET["ci"],
+        help="the total-variation shift each sampling case must detect with power 0.99 at the family alpha; "
+        f"sets N per case (default {TV_TARGET['ci']}; nightly {TV_TARGET['nightly']})",
+    )
+
+
+@dataclass
+class FamilyResult:
+    outcome: LawOutcome | PitOutcome
+    n: int
+    raw: tuple[float, float]
+    adjusted: tuple[float, float]
+    alpha_per_test: float
+    detectable_tv: float | None
+
+
+class SamplingFamily:
+    def __init__(self, config, session, decoder, bundle, prompts):
+        self.decoder, self.bundle = decoder, bundle
+        self.prompts = {p.id: p for p in prompts}
+        self.tv = config.getoption("--sampling-tv")
+        self.selected = [
+            item.callspec.params["case"]
+            for item in session.items
+            if hasattr(item, "callspec") and "case" in item.callspec.params and item.get_closest_marker("sampling")
+        ]
+        self.m = sum(p_values_per_case(CASES[c]) for c in self.selected)
+        self.results: dict[str, FamilyResult] | None = None
+
+    @property
+    def n(self) -> int:
+        # N from the power target: detect a TV shift of self.tv at the worst Holm level alpha / m
+        return sample_size(self.tv, FAMILY_ALPHA / max(self.m, 1))
+
+    def compute(self) -> dict[str, FamilyResult]:
+        outcomes = {}
+        for case_id in self.selected:
+            case: SamplingCase = CASES[case_id]
+            prompt_ids = tuple(self.prompts[case.prompt_id].encode(self.bundle.tokenizer))
+            if case.kind == "law":
+                outcomes[case_id] = run_law_case(self.decoder, self.bundle, prompt_ids, case, self.n)
+            else:
+                outcomes[case_id] = run_pit_case(self.decoder, self.bundle, prompt_ids, case)
+        raw = {cid: _p_values(o) for cid, o in outcomes.items()}
+        flat = [p for cid in outcomes for p in raw[cid]]
+        adjusted = iter(holm(flat))
+        results = {}
+        for cid, outcome in outcomes.items():
+            pair = (next(adjusted), next(adjusted))
+            detectable = None
+            if isinstance(outcome, LawOutcome):
+                detectable = min_detectable_tv(outcome.fit.n, max(outcome.fit.df, 1), FAMILY_ALPHA / self.m, POWER)
+            results[cid] = FamilyResult(outcome, self.n, raw[cid], pair, FAMILY_ALPHA / self.m, detectable)
+        return results
+
+    def result(self, case_id: str) -> FamilyResult:
+        if self.results is None:
+            self.results = self.compute()
+        return self.results[case_id]
+
+
+def _p_values(outcome: LawOutcome | PitOutcome) -> tuple[float, float]:
+    if isinstance(outcome, LawOutcome):
+        return outcome.fit.chi2_p, outcome.fit.g_p
+    return outcome.test.ks_p, outcome.test.chi2_p
+
+
+@pytest.fixture(scope="session")
+def sampling_family(pytestconfig, request, decoder, bundle, prompts) -> SamplingFamily:
+    return SamplingFamily(pytestconfig, request.session, decoder, bundle, prompts)
+
+
+def describe(result: FamilyResult) -> str:
+    outcome = result.outcome
+    if isinstance(outcome, LawOutcome):
+        fit = outcome.fit
+        worst = max(range(len(fit.observed)), key=lambda i: abs(fit.observed[i] - fit.expected[i]))
+        return (
+            f"N={fit.n}, {fit.cells} cells (pruned mass {outcome.law.other:.2e} pooled), chi-square p={result.raw[0]:.3g} "
+            f"(Holm {result.adjusted[0]:.3g}), G p={result.raw[1]:.3g} (Holm {result.adjusted[1]:.3g}), KL={fit.kl:.3g}, "
+            f"TV={fit.tv:.3g}, detectable TV at power {POWER}: {result.detectable_tv:.3g}; largest cell gap: "
+            f"{fit.labels[worst]} observed {fit.observed[worst]} expected {fit.expected[worst]:.1f}"
+        )
+    test = outcome.test
+    return (
+        f"{test.n} PIT values, KS={test.ks:.3g} p={result.raw[0]:.3g} (Holm {result.adjusted[0]:.3g}), binned chi-square "
+        f"p={result.raw[1]:.3g} (Holm {result.adjusted[1]:.3g}), histogram {list(test.histogram)}"
+    )
+
+
+def assert_case_passes(result: FamilyResult, record_property) -> None:
+    record_property("sampling", describe(result))
+    if min(result.adjusted) <= FAMILY_ALPHA:
+        pytest.fail(
+            f"rejected at family-wise alpha {FAMILY_ALPHA} (Holm over {round(FAMILY_ALPHA / result.alpha_per_test)} p-values): {describe(result)}",
+            pytrace=False,
+        )
+    assert not math.isnan(min(result.raw))
+
+
+@pytest.fixture
+def check_sampling_case(sampling_family, require, record_property):
+    """check(case_id): skip what the decoder cannot serve, else fail if the case rejects at the family alpha."""
+
+    def check(case_id: str) -> FamilyResult:
+        require(*CASES[case_id].fields_needed())
+        result = sampling_family.result(case_id)
+        assert_case_passes(result, record_property)
+        return result
+
+    return check

@@ -1,0 +1,42 @@
+"""Calibration (slow): on the correct decoder, the suite's p-values are uniform, so its false-positive
+rate is what it claims. Cheap cases are re-run with many independent seed sets."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from harness.sampling_cases import case_grid, run_law_case
+from harness.stats import uniformity
+
+pytestmark = [pytest.mark.sampling, pytest.mark.slow, pytest.mark.xdist_group("sampling")]
+
+REPLICATES = 200
+SAMPLES = 400
+CALIBRATION_ALPHA = 1e-3
+
+
+@pytest.mark.parametrize("case_id", ["T1.0-topk50-topp0.9-k2-sample-natural-02", "T0.7-nofilter-k2-greedy-natural-02"])
+def test_p_values_are_uniform_on_the_correct_decoder(decoder, bundle, prompts, require, record_property, case_id):
+    case = next(c for c in case_grid() if c.id == case_id)
+    require(*case.fields_needed())
+    prompt_ids = tuple(next(p for p in prompts if p.id == case.prompt_id).encode(bundle.tokenizer))
+    chi2_p, g_p = [], []
+    for replicate in range(REPLICATES):
+        shifted = type(case)(
+            f"{case.id}-calibration-{replicate}", case.prompt_id, case.sampling, case.k, case.draft_mode
+        )
+        outcome = run_law_case(decoder, bundle, prompt_ids, shifted, SAMPLES)
+        chi2_p.append(outcome.fit.chi2_p)
+        g_p.append(outcome.fit.g_p)
+    for name, values in (("chi-square", np.array(chi2_p)), ("G", np.array(g_p))):
+        test = uniformity(values, bins=10)
+        rate = float(np.mean(values < 0.05))
+        # the rate of p < 0.05 must be inside its exact binomial 99.9% interval under correctness
+        low, high = stats.binom.ppf([CALIBRATION_ALPHA / 2, 1 - CALIBRATION_ALPHA / 2], REPLICATES, 0.05) / REPLICATES
+        record_property(
+            f"{name} calibration", f"KS p={test.ks_p:.3g}, P(p<0.05)={rate:.3f} (interval {low:.3f}..{high:.3f})"
+        )
+        assert test.ks_p > CALIBRATION_ALPHA, f"{name} p-values are not uniform: KS p={test.ks_p:.3g}, {test.histogram}"
+        assert low <= rate <= high, f"{name}: {rate:.3f} of p-values below 0.05, expected within {low:.3f}..{high:.3f}"
