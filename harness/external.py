@@ -37,10 +37,12 @@ def _generation_config(request: DecodeRequest, pad_token_id: int, **extra: objec
         pad_token_id=pad_token_id,
         **extra,
     )
+    # Every field set explicitly: transformers fills fields left None from its global defaults (top_k = 50),
+    # which would silently sample a different distribution than the request asks for. top_k 0 = off.
     if not sampling.is_greedy:
-        settings.update(temperature=sampling.temperature, top_k=sampling.top_k or None, top_p=sampling.top_p)
+        settings.update(temperature=sampling.temperature, top_k=sampling.top_k, top_p=sampling.top_p)
     else:
-        settings.update(temperature=None, top_k=None, top_p=None)
+        settings.update(temperature=1.0, top_k=0, top_p=1.0)
     return GenerationConfig(**settings)
 
 

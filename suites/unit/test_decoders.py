@@ -220,3 +220,17 @@ def test_external_subjects_reproduce_greedy_and_declare_what_they_cannot_honour(
     results = decoder.decode(_requests(deepseek, prompts[:8], num_draft_tokens=2))
     assert [r.token_ids for r in results] == [r.token_ids for r in reference[:8]]
     assert "forced_drafts" in decoder.unsupported
+
+
+def test_external_subjects_sample_without_transformers_default_top_k(deepseek):
+    """transformers fills unset generation fields from global defaults (top_k = 50); a request without top-k
+    must reach generate() with top-k off, or the subject samples another distribution."""
+    from harness.external import _generation_config
+
+    config = _generation_config(DecodeRequest((1, 2), 4, sampling=SamplingConfig(temperature=1.0)), pad_token_id=0)
+    assert config.top_k == 0 and config.top_p == 1.0 and config.temperature == 1.0 and config.do_sample
+    processors = deepseek.target._get_logits_processor(
+        generation_config=config, input_ids_seq_length=2, encoder_input_ids=torch.tensor([[1, 2]]),
+        prefix_allowed_tokens_fn=None, logits_processor=None,
+    )
+    assert not any("TopK" in type(p).__name__ for p in processors)
