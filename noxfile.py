@@ -51,7 +51,7 @@ def sampling(session: nox.Session) -> None:
 @nox.session
 def calibration(session: nox.Session) -> None:
     """The slow calibration of the sampling suite's false-positive rate."""
-    run_pytest(session, "-m", "sampling and slow")
+    run_pytest(session, "-m", "sampling and slow")  # naming `slow` in -m selects the slow tests
 
 
 @nox.session

@@ -24,15 +24,17 @@ def truncate(
     return kept, ("length" if len(kept) == remaining else None)
 
 
-# (proposed tokens [B, k+1], how many may be committed [B], EOS ids [B, E]) -> (count to commit, ended at EOS)
-StopRule = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
+# (proposed tokens [B, k+1], how many the pass offers [B], tokens left before max_new_tokens [B], EOS ids [B, E])
+#   -> (count to commit, ended at EOS)
+StopRule = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
 
 
 def stop_at_first_eos(
-    proposed: torch.Tensor, count: torch.Tensor, eos_table: torch.Tensor
+    proposed: torch.Tensor, offered: torch.Tensor, remaining: torch.Tensor, eos_table: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Commit up to and including the first EOS among the first `count` proposed tokens (accepted drafts
-    included: an EOS inside an accepted run ends the output there)."""
+    """Commit at most `remaining` of the `offered` tokens, and stop after the first EOS among them (accepted
+    drafts included: an EOS inside an accepted run ends the output there)."""
+    count = torch.minimum(offered, remaining)
     columns = torch.arange(proposed.shape[1], device=proposed.device)[None, :]
     is_eos = (proposed[..., None] == eos_table[:, None, :]).any(-1) & (columns < count[:, None])
     first_eos = torch.where(is_eos.any(1), is_eos.long().argmax(1), proposed.shape[1])
@@ -94,8 +96,8 @@ class BatchState:
         columns = torch.arange(k + 1, device=drafts.device)[None, :]
         proposed = torch.cat([drafts, drafts.new_zeros(size, 1)], dim=1)
         proposed = proposed.scatter(1, accepted[:, None], next_token[:, None])  # a accepted drafts, then the token
-        count = torch.minimum(accepted + 1, self.max_new_tokens - self.generated_counts)
-        count, ends_at_eos = stop_rule(proposed, count, self.eos_table)
+        remaining = self.max_new_tokens - self.generated_counts
+        count, ends_at_eos = stop_rule(proposed, accepted + 1, remaining, self.eos_table)
         count = torch.where(active, count, 0)
         start = self.generated_counts.clone()
         write = columns < count[:, None]
@@ -104,6 +106,7 @@ class BatchState:
         self.lengths = self.lengths + count
         self.passes = self.passes + active.long()
         finished_length = active & ~ends_at_eos & (self.generated_counts >= self.max_new_tokens)
+        # a row that committed more than it may (a broken stop rule) is finished, not left running
         self.finish = torch.where(active & ends_at_eos, FINISHED_EOS, self.finish)
         self.finish = torch.where(finished_length, FINISHED_LENGTH, self.finish)
         if record:

@@ -15,10 +15,10 @@ from pathlib import Path
 from harness.paths import DEFAULT_MODEL, REPORTS, SUITES
 
 SUITE_MARKERS = {
-    "greedy": "greedy and not slow",
-    "sampling": "sampling and not slow",
-    "invariants": "invariants and not slow",
-    "all": "(greedy or sampling or invariants) and not slow",
+    "greedy": "greedy",
+    "sampling": "sampling",
+    "invariants": "invariants",
+    "all": "greedy or sampling or invariants",
 }
 
 

@@ -12,7 +12,7 @@ import torch
 
 from harness.acceptance import accepted_prefix, greedy_accept, residual, speculative_accept
 from harness.api import Decoder, SamplingConfig
-from harness.batch import BatchState
+from harness.batch import BatchState, stop_at_first_eos
 from harness.models import ModelBundle
 from harness.mtp_decoder import CacheManager, MTPDecoder
 from harness.proposer import MTPProposer
@@ -232,10 +232,11 @@ def stale_mtp_hidden(bundle: ModelBundle) -> MTPDecoder:
 
 # --- stop-rule mutants ----------------------------------------------------------------------------------------
 def stop_at_eos_only_at_the_end(
-    proposed: torch.Tensor, count: torch.Tensor, eos_table: torch.Tensor
+    proposed: torch.Tensor, offered: torch.Tensor, remaining: torch.Tensor, eos_table: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Bug class 12: EOS is only looked for in the last token a pass commits (the target's own token), so an
     EOS inside an accepted run of drafts is emitted and decoding runs on (SGLang 31599)."""
+    count = torch.minimum(offered, remaining)
     last = (count - 1).clamp(min=0)
     token = proposed.gather(1, last[:, None])
     ends = (token == eos_table).any(-1) & (count > 0)
@@ -245,3 +246,58 @@ def stop_at_eos_only_at_the_end(
 @mutant("eos-ignored")
 def eos_ignored(bundle: ModelBundle) -> MTPDecoder:
     return MTPDecoder(bundle, stop_rule=stop_at_eos_only_at_the_end)
+
+
+def commit_the_whole_accepted_block(
+    proposed: torch.Tensor, offered: torch.Tensor, remaining: torch.Tensor, eos_table: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Bug class 13: the accepted block is committed whole, past max_new_tokens (token accounting per pass,
+    not per token); EOS is still honoured."""
+    return stop_at_first_eos(proposed, offered, torch.maximum(remaining, offered), eos_table)
+
+
+@mutant("max-tokens-overshoot")
+def max_tokens_overshoot(bundle: ModelBundle) -> MTPDecoder:
+    return MTPDecoder(bundle, stop_rule=commit_the_whole_accepted_block)
+
+
+def one_uniform_for_every_draft(rule: Callable) -> Callable:
+    """Bug class 10 (re-seeding inside the loop, LLMSpeculativeSampling): the same uniform tests every draft
+    of a pass, so acceptances are correlated: P(accept 2 | accept 1) = min(1, a2 / a1) instead of a2."""
+
+    def shared(
+        p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, uniforms: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        k = drafts.shape[1]
+        reused = torch.cat([uniforms[:, :1].expand(-1, k), uniforms[:, k:]], dim=1)
+        return rule(p, q, drafts, reused)
+
+    return shared
+
+
+@mutant("shared-uniform")
+def shared_uniform(bundle: ModelBundle) -> MTPDecoder:
+    return MTPDecoder(bundle, sampling_rule=one_uniform_for_every_draft(speculative_accept))
+
+
+def typical_acceptance(
+    p: torch.Tensor,
+    q: torch.Tensor,
+    drafts: torch.Tensor,
+    uniforms: torch.Tensor | None,
+    epsilon: float = 0.3,
+    delta: float = 0.09,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Bug class 15 (Medusa typical acceptance; TensorRT-LLM relaxed acceptance): a draft is accepted when
+    p(x) > min(epsilon, delta exp(-H(p))): lossy by design; on rejection the target samples from p."""
+    k = drafts.shape[1]
+    p_of_draft = p[:, :k].gather(-1, drafts[..., None]).squeeze(-1)
+    entropy = -(p[:, :k] * torch.log(p[:, :k].clamp(min=1e-30))).sum(-1)
+    accepted = accepted_prefix(p_of_draft > torch.clamp(delta * torch.exp(-entropy), max=epsilon))
+    rows = torch.arange(drafts.shape[0], device=p.device)
+    return accepted, sample_from(p[rows, accepted], uniforms[:, k])
+
+
+@mutant("typical-acceptance")
+def typical_acceptance_mutant(bundle: ModelBundle) -> MTPDecoder:
+    return MTPDecoder(bundle, sampling_rule=typical_acceptance)

@@ -62,6 +62,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         f"Default: {DEFAULT_SEED}.",
     )
     group.addoption(
+        "--harness-slow",
+        action="store_true",
+        help="also run tests marked slow (e.g. the sampling calibration); they run anyway when -m names 'slow'",
+    )
+    group.addoption(
         "--prompts", default=str(DEFAULT_PROMPTS), help="prompt fixture file (JSON). Default: fixtures/prompts.json."
     )
 
@@ -130,6 +135,16 @@ def resolved_dtype(config: pytest.Config) -> str:
 
         return str(parse_dtype(dtype)).removeprefix("torch.")
     return "bfloat16" if str(config.getoption("--device")).startswith("cuda") else "float64"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked slow are deselected unless --harness-slow is given or the -m expression names 'slow'."""
+    if config.getoption("--harness-slow") or "slow" in (config.getoption("markexpr") or ""):
+        return
+    slow = [item for item in items if item.get_closest_marker("slow")]
+    if slow:
+        config.hook.pytest_deselected(items=slow)
+        items[:] = [item for item in items if not item.get_closest_marker("slow")]
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

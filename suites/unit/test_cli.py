@@ -12,7 +12,7 @@ def test_run_builds_a_reproducible_pytest_command(tmp_path):
         ["run", "--suite", "greedy", "--decoder", "target", "--dtype", "float32", "-n", "2", "--", "-x"]
     )
     command = pytest_command(args, tmp_path / "junit.xml")
-    assert command[4:6] == ["-m", "greedy and not slow"]
+    assert command[4:6] == ["-m", "greedy"]
     assert "--decoder=target" in command and "--dtype=float32" in command
     assert command[-5:] == ["2", "--dist", "loadgroup", f"--junitxml={tmp_path / 'junit.xml'}", "-x"]
 

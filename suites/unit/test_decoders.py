@@ -230,7 +230,10 @@ def test_external_subjects_sample_without_transformers_default_top_k(deepseek):
     config = _generation_config(DecodeRequest((1, 2), 4, sampling=SamplingConfig(temperature=1.0)), pad_token_id=0)
     assert config.top_k == 0 and config.top_p == 1.0 and config.temperature == 1.0 and config.do_sample
     processors = deepseek.target._get_logits_processor(
-        generation_config=config, input_ids_seq_length=2, encoder_input_ids=torch.tensor([[1, 2]]),
-        prefix_allowed_tokens_fn=None, logits_processor=None,
+        generation_config=config,
+        input_ids_seq_length=2,
+        encoder_input_ids=torch.tensor([[1, 2]]),
+        prefix_allowed_tokens_fn=None,
+        logits_processor=None,
     )
     assert not any("TopK" in type(p).__name__ for p in processors)

@@ -8,7 +8,13 @@ from harness.paths import SUITES
 
 pytest_plugins = ["pytester"]
 
-GREEDY_MUTANTS = ["commit-heads-unverified", "stale-drafts-after-reject", "no-target-rollback", "eos-ignored"]
+GREEDY_MUTANTS = [
+    "commit-heads-unverified",
+    "stale-drafts-after-reject",
+    "no-target-rollback",
+    "eos-ignored",
+    "max-tokens-overshoot",
+]
 
 
 @pytest.mark.parametrize("mutant", GREEDY_MUTANTS)
@@ -19,3 +25,4 @@ def test_the_greedy_suite_fails_on_the_mutant(pytester, mutant):
     outcomes = result.parseoutcomes()
     assert outcomes.get("failed", 0) == 1, result.stdout.str()[-2000:]
     result.stdout.fnmatch_lines(["*DIVERGENCE at generated index*"])
+    assert "Error" not in result.stdout.str(), "the mutant crashed instead of being caught"

@@ -31,6 +31,7 @@ def test_the_invariant_checks_fail_on_the_mutant(pytester, mutant):
     )
     assert result.parseoutcomes().get("failed", 0) == 1, result.stdout.str()[-2000:]
     result.stdout.fnmatch_lines(["*invariant violations over*", STATE_MUTANTS[mutant]])
+    assert "Error" not in result.stdout.str(), "the mutant crashed instead of being caught"
 
 
 @pytest.mark.parametrize("mutant", ["no-mtp-rollback", "stale-mtp-hidden"])

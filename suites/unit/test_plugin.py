@@ -111,3 +111,21 @@ def test_a_bad_seed_is_a_usage_error(pytester):
     result = pytester.runpytest("--harness-seed=abc")
     result.stderr.fnmatch_lines(["*--harness-seed must be an integer, 'random' or 'last', got 'abc'*"])
     assert result.ret == pytest.ExitCode.USAGE_ERROR
+
+
+def test_slow_tests_run_only_when_asked_for(pytester):
+    pytester.makepyfile("""
+        import pytest
+
+        @pytest.mark.slow
+        @pytest.mark.sampling
+        def test_calibration():
+            pass
+
+        @pytest.mark.sampling
+        def test_case():
+            pass
+    """)
+    pytester.runpytest("-m", "sampling").assert_outcomes(passed=1, deselected=1)
+    pytester.runpytest("-m", "sampling and slow").assert_outcomes(passed=1, deselected=1)
+    pytester.runpytest("--harness-slow").assert_outcomes(passed=2)

@@ -18,6 +18,8 @@ CATCHING_CASE = {
     "unprocessed-q": "T1.3-nofilter-k2-sample-natural-02",
     "softmax-q-for-greedy-draft": "T1.0-nofilter-k1-greedy-natural-02",
     "bonus-wrong-position": "T1.0-nofilter-k1-greedy-natural-02",
+    "shared-uniform": "T1.3-nofilter-k2-greedy-natural-02",
+    "typical-acceptance": "T1.0-nofilter-k1-greedy-natural-02",
 }
 
 
@@ -31,6 +33,7 @@ def test_the_sampling_suite_rejects_the_mutant(pytester, mutant):
     result = _run(pytester, f"mutant:{mutant}", CATCHING_CASE[mutant])
     assert result.parseoutcomes().get("failed", 0) == 1, result.stdout.str()[-2000:]
     result.stdout.fnmatch_lines(["*rejected at family-wise alpha 0.001*"])
+    assert "Error" not in result.stdout.str(), "the mutant crashed instead of being caught"
 
 
 def test_the_same_case_passes_on_the_correct_decoder_and_on_a_missing_bonus(pytester):
