@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 
 import torch
 
-from harness.api import DecodeRequest, DecodeResult, FinishReason, VerifyStep
+from harness.api import DecodeRequest, DecodeResult, FinishReason, VerifyStep, validate_for_model
 
 NOT_FINISHED, FINISHED_EOS, FINISHED_LENGTH = 0, 1, 2
 _REASONS: dict[int, FinishReason] = {FINISHED_EOS: "eos", FINISHED_LENGTH: "length"}
@@ -150,6 +150,27 @@ class BatchState:
             DecodeResult(tuple(ids[prompts[row] :]), tuple(steps[row]), _REASONS.get(code, "length"))
             for row, (ids, code) in sorted(committed.items())
         ]
+
+
+def decode_in_groups(
+    requests: Sequence[DecodeRequest],
+    vocab_size: int,
+    max_context: int,
+    group_key: Callable[[DecodeRequest], Hashable],
+    decode_group: Callable[[list[DecodeRequest], list[int]], list[DecodeResult]],
+) -> list[DecodeResult]:
+    """Validate every request, decode requests that share `group_key` as one batch, return results in order.
+    decode_group(requests, their indices in the input) -> their results."""
+    for index, request in enumerate(requests):
+        validate_for_model(request, vocab_size, max_context, index)
+    groups: dict[Hashable, list[int]] = {}
+    for index, request in enumerate(requests):
+        groups.setdefault(group_key(request), []).append(index)
+    results: list[DecodeResult | None] = [None] * len(requests)
+    for indices in groups.values():
+        for index, result in zip(indices, decode_group([requests[i] for i in indices], indices), strict=True):
+            results[index] = result
+    return results  # type: ignore[return-value]
 
 
 def prefill_inputs(state: BatchState) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -19,15 +19,14 @@ acceptance; a row's result (tokens and steps) is the same as decoding it alone.
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Callable, Sequence
 
 import torch
 from transformers import DynamicCache
 
 from harness.acceptance import AcceptanceRule, greedy_accept, speculative_accept
-from harness.api import DecodeRequest, DecodeResult, PassObserver, PassSnapshot, SamplingConfig, validate_for_model
-from harness.batch import BatchState, StopRule, prefill_inputs, stop_at_first_eos
+from harness.api import DecodeRequest, DecodeResult, PassObserver, PassSnapshot, SamplingConfig
+from harness.batch import BatchState, StopRule, decode_in_groups, prefill_inputs, stop_at_first_eos
 from harness.forward import target_pass
 from harness.models import ModelBundle
 from harness.proposer import NO_LIMIT, MTPProposer
@@ -95,17 +94,13 @@ class MTPDecoder:
 
     @torch.no_grad()
     def decode(self, requests: Sequence[DecodeRequest]) -> list[DecodeResult]:
-        for index, request in enumerate(requests):
-            validate_for_model(request, self.bundle.vocab_size, self.bundle.max_context, index)
-        groups: dict[tuple, list[int]] = defaultdict(list)
-        for index, request in enumerate(requests):
-            groups[(request.num_draft_tokens, request.draft_mode, request.sampling)].append(index)
-        results: list[DecodeResult | None] = [None] * len(requests)
-        for indices in groups.values():
-            batch = _Batch(self, [requests[i] for i in indices], indices)
-            for index, result in zip(indices, batch.run(), strict=True):
-                results[index] = result
-        return results  # type: ignore[return-value]
+        return decode_in_groups(
+            requests,
+            self.bundle.vocab_size,
+            self.bundle.max_context,
+            lambda r: (r.num_draft_tokens, r.draft_mode, r.sampling),
+            lambda group, indices: _Batch(self, group, indices).run(),
+        )
 
 
 class _Batch:

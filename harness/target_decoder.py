@@ -6,14 +6,13 @@ the same sampling settings are decoded as one batch; a row's output does not dep
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Sequence
 
 import torch
 from transformers import DynamicCache
 
-from harness.api import DecodeRequest, DecodeResult, SamplingConfig, validate_for_model
-from harness.batch import BatchState, prefill_inputs
+from harness.api import DecodeRequest, DecodeResult, SamplingConfig
+from harness.batch import BatchState, decode_in_groups, prefill_inputs
 from harness.forward import target_pass
 from harness.models import ModelBundle
 from harness.sampling import process_logits, sample_from, uniforms
@@ -32,18 +31,13 @@ class TargetOnlyDecoder:
 
     @torch.no_grad()
     def decode(self, requests: Sequence[DecodeRequest]) -> list[DecodeResult]:
-        for index, request in enumerate(requests):
-            validate_for_model(request, self.bundle.vocab_size, self.bundle.max_context, index)
-        groups: dict[SamplingConfig, list[int]] = defaultdict(list)
-        for index, request in enumerate(requests):
-            groups[request.sampling].append(index)
-        results: list[DecodeResult | None] = [None] * len(requests)
-        for sampling, indices in groups.items():
-            for index, result in zip(
-                indices, self._decode_batch([requests[i] for i in indices], sampling), strict=True
-            ):
-                results[index] = result
-        return results  # type: ignore[return-value]
+        return decode_in_groups(
+            requests,
+            self.bundle.vocab_size,
+            self.bundle.max_context,
+            lambda r: r.sampling,
+            lambda group, indices: self._decode_batch(group, group[0].sampling),
+        )
 
     def _decode_batch(self, requests: list[DecodeRequest], sampling: SamplingConfig) -> list[DecodeResult]:
         bundle = self.bundle
