@@ -23,8 +23,7 @@ from transformers import DynamicCache
 
 from harness.api import PassSnapshot
 from harness.models import ModelBundle
-from harness.mtp_depth import rotary_embeddings
-from harness.teacher_forcing import causal_mask
+from harness.teacher_forcing import mtp_hidden_states
 
 TOLERANCE = {torch.float64: 1e-10, torch.float32: 1e-4, torch.bfloat16: 5e-2, torch.float16: 1e-2}
 
@@ -86,22 +85,14 @@ def _fresh_state(bundle: ModelBundle, committed_ids: tuple[int, ...]) -> FreshSt
         position = torch.tensor([[len(committed_ids) - 1]], device=device)
         out = decoder(input_ids=last, position_ids=position, cache=cache, use_cache=True).last_hidden_state
         next_logits = bundle.target.get_output_embeddings()(out)[0, -1]
-        hidden, depth_cache = [h0[0]], []
-        carried, tokens = h0, torch.tensor([committed_ids], device=device)
-        for d, depth in enumerate(bundle.depths, start=1):
-            span = min(carried.shape[1], len(committed_ids) - d)
-            if span < 1:
-                depth_cache.append(None)
-                continue
-            depth_cache_d = DynamicCache()
-            positions = (torch.arange(span, device=device) + d)[None]
-            carried = carried[:, :span]
-            embeddings = rotary_embeddings(bundle.target, carried, positions, depth.layer_type)
-            mask = causal_mask(span, carried.dtype, device)
-            carried = depth(tokens[:, d : d + span], carried, embeddings, mask, positions, cache=depth_cache_d)
-            layer = depth_cache_d.layers[d - 1]
-            depth_cache.append((layer.keys[0], layer.values[0]))
-            hidden.append(carried[0])
+        depth_caches = [DynamicCache() for _ in bundle.depths]
+        tokens = torch.tensor([committed_ids], device=device)
+        outputs = mtp_hidden_states(bundle.target, bundle.depths, tokens, h0, depth_caches)
+        hidden = [h0[0], *(h[0] for h in outputs)]
+        depth_cache = [
+            (cache.layers[d].keys[0], cache.layers[d].values[0]) if d < len(outputs) else None
+            for d, cache in enumerate(depth_caches)
+        ]
     return FreshState(target_cache, tuple(hidden), tuple(depth_cache), next_logits)
 
 

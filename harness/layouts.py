@@ -29,9 +29,6 @@ DEEPSEEK_V3 = "deepseek-v3"
 MTP_PREFIX = "mtp-prefix"
 MIMO = "mimo"
 
-# Parts of an MTP depth that are not inside its decoder block, in harness naming.
-DEPTH_PARTS = ("enorm", "hnorm", "eh_proj", "final_norm", "embed_tokens", "head")
-
 
 @dataclass(frozen=True)
 class LayoutMatch:

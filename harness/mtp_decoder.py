@@ -30,7 +30,7 @@ from harness.batch import BatchState, StopRule, decode_in_groups, prefill_inputs
 from harness.forward import target_pass
 from harness.models import ModelBundle
 from harness.proposer import NO_LIMIT, MTPProposer
-from harness.sampling import one_hot, process_logits, sample_from, uniforms
+from harness.sampling import one_hot, probability_dtype, process_logits, sample_from, uniforms
 from harness.seeds import derive_seed, generator
 from harness.slots import SlotCache
 
@@ -191,7 +191,7 @@ class _Batch:
     def choose(self, step: int, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Draft for step `step` of every row from the depth's logits [B, V]: forced, argmax or sampled from q."""
         vocab = logits.shape[-1]
-        dtype = torch.promote_types(logits.dtype, torch.float32)
+        dtype = probability_dtype(logits.dtype)
         if self.draft_mode == "greedy":
             tokens = logits.argmax(dim=-1)
             q = one_hot(tokens, vocab, dtype)

@@ -147,10 +147,3 @@ class RaggedBuffer:
 
     def select_rows(self, keep: torch.Tensor) -> RaggedBuffer:
         return RaggedBuffer.from_tensor(self.data[keep], self.lengths[keep])
-
-    def last(self) -> torch.Tensor:
-        """Each row's last item [B, H] (zeros for empty rows)."""
-        if self.data.shape[1] == 0:
-            return torch.zeros(self.data.shape[0], self.data.shape[2], dtype=self.data.dtype, device=self.data.device)
-        index = (self.lengths - 1).clamp(min=0)
-        return self.data[torch.arange(self.data.shape[0], device=self.data.device), index]

@@ -6,9 +6,12 @@ Shapes: B batch, T tokens, H hidden, V vocab.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 from torch import nn
 from transformers import PreTrainedModel
+from transformers.cache_utils import Cache
 
 from harness.mtp_depth import rotary_embeddings
 
@@ -26,27 +29,41 @@ def target_forward(target: PreTrainedModel, token_ids: torch.Tensor) -> tuple[to
     return hidden, target.get_output_embeddings()(hidden)
 
 
-def mtp_forward(
-    target: PreTrainedModel, depths: nn.ModuleList, token_ids: torch.Tensor, hidden: torch.Tensor
+def mtp_hidden_states(
+    target: PreTrainedModel,
+    depths: nn.ModuleList,
+    token_ids: torch.Tensor,
+    hidden: torch.Tensor,
+    caches: Sequence[Cache] | None = None,
 ) -> list[torch.Tensor]:
-    """Teacher-forced logits of every MTP depth over a token sequence.
+    """Teacher-forced outputs h^d of every MTP depth over a token sequence.
 
-    Depth d (1-based) at index i reads t_{i+d} and h^{d-1}_i and predicts t_{i+d+1}, so its output
-    covers indices 0..T-d-1: logits [B, T-d, V], where index T-d-1 predicts a token beyond the sequence.
-    hidden: the target's final-normed hidden states [B, T, H] (h^0).
+    Depth d (1-based) at index i reads t_{i+d} and h^{d-1}_i at position i + d and predicts t_{i+d+1}; it
+    covers the indices where both exist: min(len(h^{d-1}), T - d). hidden: h^0 [B, n, H], the target's
+    final-normed hidden states. caches: one per depth, to keep each depth's KV (depth d writes layer d-1).
     """
     length = token_ids.shape[1]
-    all_logits = []
+    outputs = []
     carried = hidden
     for d, depth in enumerate(depths, start=1):
-        span = length - d
+        span = min(carried.shape[1], length - d)
         if span < 1:
             break
-        tokens = token_ids[:, d:]
         carried = carried[:, :span]
         position_ids = (torch.arange(span, device=token_ids.device) + d)[None].expand(token_ids.shape[0], -1)
         position_embeddings = rotary_embeddings(target, carried, position_ids, depth.layer_type)
         mask = causal_mask(span, carried.dtype, carried.device)
-        carried = depth(tokens, carried, position_embeddings, mask, position_ids)
-        all_logits.append(depth.head(carried))
-    return all_logits
+        cache = caches[d - 1] if caches is not None else None
+        carried = depth(token_ids[:, d : d + span], carried, position_embeddings, mask, position_ids, cache=cache)
+        outputs.append(carried)
+    return outputs
+
+
+def mtp_forward(
+    target: PreTrainedModel, depths: nn.ModuleList, token_ids: torch.Tensor, hidden: torch.Tensor
+) -> list[torch.Tensor]:
+    """Teacher-forced logits of every MTP depth: logits [B, T-d, V] for depth d, where the last index
+    predicts a token beyond the sequence (hidden: h^0 over all T tokens)."""
+    return [
+        depth.head(h) for depth, h in zip(depths, mtp_hidden_states(target, depths, token_ids, hidden), strict=False)
+    ]
