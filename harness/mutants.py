@@ -23,12 +23,23 @@ from harness.slots import RaggedBuffer, SlotCache
 MUTANT_PREFIX = "mutant:"
 MUTANTS: dict[str, Callable[[ModelBundle], MTPDecoder]] = {}
 
+# What the suites must do with each mutant. "caught": at least one suite fails on it. "exact": the change
+# provably keeps the output law (a control: every suite must pass). "below-resolution": the shift it causes
+# is provably smaller than any feasible sample can show on the bundled fixtures (see its docstring).
+EXPECTED_VERDICT: dict[str, str] = {}
+VERDICTS = ("caught", "exact", "below-resolution")
 
-def mutant(name: str) -> Callable[[Callable[[ModelBundle], MTPDecoder]], Callable[[ModelBundle], MTPDecoder]]:
-    """Register `build(bundle) -> MTPDecoder` as the decoder `mutant:<name>`."""
+
+def mutant(
+    name: str, expected: str = "caught"
+) -> Callable[[Callable[[ModelBundle], MTPDecoder]], Callable[[ModelBundle], MTPDecoder]]:
+    """Register `build(bundle) -> MTPDecoder` as the decoder `mutant:<name>`; `expected` is one of VERDICTS."""
+    if expected not in VERDICTS:
+        raise ValueError(f"mutant {name!r}: expected must be one of {VERDICTS}, got {expected!r}")
 
     def register(build: Callable[[ModelBundle], MTPDecoder]) -> Callable[[ModelBundle], MTPDecoder]:
         MUTANTS[name] = build
+        EXPECTED_VERDICT[name] = expected
 
         @register_decoder(MUTANT_PREFIX + name)
         def factory(bundle: ModelBundle, device: torch.device, dtype: torch.dtype) -> Decoder:
@@ -83,7 +94,12 @@ def stale_drafts_after_reject(bundle: ModelBundle) -> MTPDecoder:
     )
 
 
-def _speculative_with(residual_law: Callable, bonus_offset: int = 0, accept_if_equal: bool = False) -> Callable:
+def _speculative_with(
+    residual_law: Callable = residual,
+    bonus_offset: int = 0,
+    accept_if_equal: bool = False,
+    sampler: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = sample_from,
+) -> Callable:
     """speculative_accept with one piece changed (see the mutants below); the rest exactly as the real rule."""
 
     def rule(
@@ -102,7 +118,7 @@ def _speculative_with(residual_law: Callable, bonus_offset: int = 0, accept_if_e
         q_padded = torch.cat([q, torch.zeros_like(q[:, :1])], dim=1)
         position = torch.where(accepted == k, (accepted - bonus_offset).clamp(min=0), accepted)
         correction = residual_law(p[rows, position], q_padded[rows, accepted])
-        return accepted, sample_from(correction, uniforms[:, k])
+        return accepted, sampler(correction, uniforms[:, k])
 
     return rule
 
@@ -142,7 +158,7 @@ def drop_the_bonus(
     return torch.where(all_accepted, accepted - 1, accepted), torch.where(all_accepted, drafts[:, -1], next_token)
 
 
-@mutant("no-bonus")
+@mutant("no-bonus", expected="exact")
 def no_bonus(bundle: ModelBundle) -> MTPDecoder:
     return MTPDecoder(bundle, sampling_rule=drop_the_bonus)
 
@@ -301,3 +317,49 @@ def typical_acceptance(
 @mutant("typical-acceptance")
 def typical_acceptance_mutant(bundle: ModelBundle) -> MTPDecoder:
     return MTPDecoder(bundle, sampling_rule=typical_acceptance)
+
+
+# --- low-precision samplers (bug class 14) --------------------------------------------------------------------
+FP32_EXPONENTIAL_FLOOR = 2.0**-24  # smallest Exp(1) sample fp32 noise produces (vLLM PR 43150, measured on H100)
+
+
+def fp32_exponential_race(probs: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
+    """Gumbel-max as serving engines write it: argmax(probs / E), E ~ Exp(1) in fp32 (vLLM V1 sampler and
+    rejection-sampler recovery). fp32 noise never goes below 2^-24, so a token with probs_i < 2^-24 * max
+    (score) can never win: the far tail is truncated. Each row's V exponentials come from a generator seeded
+    by that row's uniform, so the draw stays a function of the request's own randomness.
+
+    Exact law when E is not floored; floored, the law moves by at most P(some E_i < 2^-24) <= V 2^-24.
+    """
+    tokens = torch.empty(probs.shape[:-1], dtype=torch.long, device=probs.device)
+    for row, u in enumerate(uniforms.reshape(-1).tolist()):
+        generator = torch.Generator().manual_seed(int(u * 2**62))
+        fp32_uniform = torch.rand(probs.shape[-1], generator=generator, dtype=torch.float32)
+        exponential = (-torch.log1p(-fp32_uniform)).clamp(min=FP32_EXPONENTIAL_FLOOR)
+        tokens.view(-1)[row] = (probs.reshape(-1, probs.shape[-1])[row].float().cpu() / exponential).argmax()
+    return tokens
+
+
+def bf16_cdf_inverse(probs: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
+    """Inverse-CDF sampling over a cumulative sum held in bf16 (Megatron-LM PR 7182: softmax().cumsum() in
+    bf16 saturates before the tail is accumulated). With 8 mantissa bits the CDF steps by 2^-9 below 1:
+    tokens whose mass does not move the rounded CDF are never drawn, and the CDF reaches 1 before the tail."""
+    cdf = probs.float().cumsum(dim=-1).to(torch.bfloat16).to(probs.dtype)
+    target = (uniforms.to(cdf.dtype) * cdf[..., -1]).unsqueeze(-1)
+    return torch.searchsorted(cdf, target, right=True).squeeze(-1).clamp(max=probs.shape[-1] - 1)
+
+
+@mutant("fp32-tail-truncation", expected="below-resolution")
+def fp32_tail_truncation(bundle: ModelBundle) -> MTPDecoder:
+    """Bug class 14 (vLLM PR 43150): recovery and bonus tokens drawn by an exponential race with fp32 noise
+    floored at 2^-24. The law moves by at most V 2^-24 in total variation: 6.1e-5 for the fixtures' 1,024-token
+    vocabulary (billions of samples to see), 0.8% for DeepSeek-V3's 129,280 (nightly, on a real checkpoint).
+    The same mechanism at a precision the fixtures resolve is `bf16-tail-truncation`."""
+    return MTPDecoder(bundle, sampling_rule=_speculative_with(sampler=fp32_exponential_race))
+
+
+@mutant("bf16-tail-truncation")
+def bf16_tail_truncation(bundle: ModelBundle) -> MTPDecoder:
+    """Bug class 14 (Megatron-LM PR 7182): recovery and bonus tokens drawn by inverse CDF over a bf16
+    cumulative sum, which drops tokens too small to move it and the tail after it saturates."""
+    return MTPDecoder(bundle, sampling_rule=_speculative_with(sampler=bf16_cdf_inverse))
