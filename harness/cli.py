@@ -12,6 +12,7 @@ import xml.etree.ElementTree as ElementTree
 from collections import Counter
 from pathlib import Path
 
+from harness.mutation_run import CATALOGUE_SUITES
 from harness.paths import DEFAULT_MODEL, REPORTS, SUITES
 
 SUITE_MARKERS = {
@@ -35,6 +36,25 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("-n", "--workers", default=None, help="pytest-xdist workers (e.g. 2 or auto)")
     run.add_argument("--report-dir", type=Path, default=REPORTS, help="where run directories go (default: reports/)")
     run.add_argument("pytest_args", nargs=argparse.REMAINDER, help="extra pytest arguments after --")
+    mutants = commands.add_parser(
+        "mutants", help="the mutation catalogue: every suite against every mutant and the correct decoder"
+    )
+    mutants.add_argument("--mutant", action="append", help="only these mutants (repeatable; default: all)")
+    mutants.add_argument(
+        "--suite", action="append", choices=CATALOGUE_SUITES, help="only these suites (repeatable; default: all)"
+    )
+    mutants.add_argument("-n", "--workers", type=int, default=2, help="decoders run in parallel (default 2)")
+    mutants.add_argument("--model", default=str(DEFAULT_MODEL), help="model directory or fixture name")
+    mutants.add_argument("--device", default="cpu", help="torch device (default: cpu)")
+    mutants.add_argument("--dtype", default=None, help="model dtype (default: float64 on CPU)")
+    mutants.add_argument("--harness-seed", default=None, help="session seed (default: the plugin's fixed seed)")
+    mutants.add_argument("--report-dir", type=Path, default=REPORTS, help="where run directories go")
+    mutants.add_argument(
+        "--efficiency",
+        action="store_true",
+        help="also measure, per sampling mutant, the samples to first rejection vs the ideal test's",
+    )
+    mutants.add_argument("--json", action="store_true", help="print the table as JSON")
     bench = commands.add_parser("bench", help="throughput of the batched MTP decoder vs transformers' MTP loop")
     bench.add_argument("--model", default=str(DEFAULT_MODEL), help="model directory or fixture name")
     bench.add_argument("--device", default="cpu", help="torch device (default: cpu)")
@@ -112,6 +132,39 @@ def run(args: argparse.Namespace) -> int:
     return code
 
 
+def mutants(args: argparse.Namespace) -> int:
+    from harness.mutants import MUTANT_PREFIX, MUTANTS
+    from harness.mutation_run import CORRECT_DECODER, catalogue_table, format_table, run_catalogue
+
+    unknown = sorted(set(args.mutant or ()) - set(MUTANTS))
+    if unknown:
+        print(f"mtp-harness mutants: unknown mutant(s) {', '.join(unknown)}; known: {', '.join(MUTANTS)}")
+        return 2
+    suites = [suite for suite in CATALOGUE_SUITES if suite in (args.suite or CATALOGUE_SUITES)]
+    decoders = [CORRECT_DECODER] + [MUTANT_PREFIX + name for name in (args.mutant or MUTANTS)]
+    options = [f"--model={args.model}", f"--device={args.device}"]
+    options += [f"--dtype={args.dtype}"] if args.dtype else []
+    options += [f"--harness-seed={args.harness_seed}"] if args.harness_seed else []
+    run_dir = args.report_dir / (time.strftime("%Y%m%d-%H%M%S") + "-mutants")
+    print(f"mtp-harness mutants: {len(decoders)} decoders x {len(suites)} suites, {args.workers} at a time", flush=True)
+
+    def progress(run) -> None:  # noqa: ANN001 - DecoderRun
+        cells = ", ".join(f"{suite} {cell.status}" for suite, cell in run.cells.items())
+        print(f"  {run.decoder:<40} {cells} ({run.elapsed_s:.0f}s)", flush=True)
+
+    started = time.perf_counter()
+    runs = run_catalogue(decoders, suites, run_dir, options, args.workers, progress)
+    table = catalogue_table(runs, suites, time.perf_counter() - started)
+    if args.efficiency:
+        from harness.efficiency import efficiency_rows
+
+        table["efficiency"] = efficiency_rows(table, args.model, args.device, args.dtype)
+    (run_dir / "mutants.json").write_text(json.dumps(table, indent=2))
+    print(json.dumps(table, indent=2) if args.json else format_table(table))
+    print(f"mtp-harness mutants: results in {run_dir}")
+    return 0 if table["score"] == 1.0 and table["correct_passes"] and table["controls_pass"] else 1
+
+
 def bench(args: argparse.Namespace) -> int:
     from harness.bench import run_bench
     from harness.models import load_bundle
@@ -159,6 +212,8 @@ def main(argv: list[str] | None = None) -> int:
         return run(args)
     if args.command == "bench":
         return bench(args)
+    if args.command == "mutants":
+        return mutants(args)
     return 2
 
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from harness.paths import DEFAULT_MODEL, DEFAULT_PROMPTS, FIXTURE_MODELS
+from harness.paths import DEFAULT_MODEL, DEFAULT_PROMPTS, FIXTURE_MODELS, SUITES
 from harness.seeds import derive_seed
 
 if TYPE_CHECKING:  # torch and transformers load lazily: a plain `pytest --help` stays fast
@@ -65,6 +65,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--harness-slow",
         action="store_true",
         help="also run tests marked slow (e.g. the sampling calibration); they run anyway when -m names 'slow'",
+    )
+    group.addoption(
+        "--harness-stop-suite-on-catch",
+        action="store_true",
+        help="after the first test of a suite (greedy, sampling, invariants) fails on an assertion, skip that "
+        "suite's remaining tests: the mutation catalogue only needs to know whether a suite catches a decoder",
     )
     group.addoption(
         "--prompts", default=str(DEFAULT_PROMPTS), help="prompt fixture file (JSON). Default: fixtures/prompts.json."
@@ -154,6 +160,37 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
         prompts = load_prompts(metafunc.config.getoption("--prompts"))
         metafunc.parametrize("prompt", prompts, ids=[p.id for p in prompts])
+
+
+def suite_of(item: pytest.Item) -> str:
+    """The suite a test belongs to: its directory under suites/ (or its top directory elsewhere)."""
+    try:
+        return item.path.relative_to(SUITES).parts[0]
+    except ValueError:
+        return item.path.parent.name
+
+
+_CAUGHT = pytest.StashKey[set[str]]()
+CATCH_EXCEPTIONS = (AssertionError, pytest.fail.Exception)  # an assertion fired: not a crash
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):  # noqa: ANN201 - hook wrapper
+    outcome = yield
+    report = outcome.get_result()
+    if (
+        report.when == "call"
+        and report.failed
+        and call.excinfo is not None
+        and call.excinfo.errisinstance(CATCH_EXCEPTIONS)
+        and item.config.getoption("--harness-stop-suite-on-catch")
+    ):
+        item.config.stash.setdefault(_CAUGHT, set()).add(suite_of(item))
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if suite_of(item) in item.config.stash.get(_CAUGHT, set()):
+        pytest.skip(f"suite {suite_of(item)!r} already caught this decoder (--harness-stop-suite-on-catch)")
 
 
 @pytest.fixture(scope="session")

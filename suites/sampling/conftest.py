@@ -41,6 +41,7 @@ class FamilyResult:
     adjusted: tuple[float, float]
     alpha_per_test: float
     detectable_tv: float | None
+    adjustment: str = "Holm"  # "Bonferroni" when decided early (a bound that implies the Holm rejection)
 
 
 class SamplingFamily:
@@ -55,34 +56,49 @@ class SamplingFamily:
         ]
         self.m = sum(p_values_per_case(CASES[c]) for c in self.selected)
         self.results: dict[str, FamilyResult] | None = None
+        self.outcomes: dict[str, LawOutcome | PitOutcome] = {}
+        # the mutation catalogue only needs the first rejection: decide a case alone when it is already
+        # rejected by Bonferroni (m p <= alpha implies a Holm rejection), before computing the other cases
+        self.decide_early = config.getoption("--harness-stop-suite-on-catch")
 
     @property
     def n(self) -> int:
         # N from the power target: detect a TV shift of self.tv at the worst Holm level alpha / m
         return sample_size(self.tv, FAMILY_ALPHA / max(self.m, 1))
 
-    def compute(self) -> dict[str, FamilyResult]:
-        outcomes = {}
-        for case_id in self.selected:
+    def outcome(self, case_id: str) -> LawOutcome | PitOutcome:
+        if case_id not in self.outcomes:
             case: SamplingCase = CASES[case_id]
             prompt_ids = tuple(self.prompts[case.prompt_id].encode(self.bundle.tokenizer))
             if case.kind == "law":
-                outcomes[case_id] = run_law_case(self.decoder, self.bundle, prompt_ids, case, self.n)
+                self.outcomes[case_id] = run_law_case(self.decoder, self.bundle, prompt_ids, case, self.n)
             else:
-                outcomes[case_id] = run_pit_case(self.decoder, self.bundle, prompt_ids, case)
+                self.outcomes[case_id] = run_pit_case(self.decoder, self.bundle, prompt_ids, case)
+        return self.outcomes[case_id]
+
+    def compute(self) -> dict[str, FamilyResult]:
+        outcomes = {case_id: self.outcome(case_id) for case_id in self.selected}
         raw = {cid: _p_values(o) for cid, o in outcomes.items()}
         flat = [p for cid in outcomes for p in raw[cid]]
         adjusted = iter(holm(flat))
         results = {}
         for cid, outcome in outcomes.items():
             pair = (next(adjusted), next(adjusted))
-            detectable = None
-            if isinstance(outcome, LawOutcome):
-                detectable = min_detectable_tv(outcome.fit.n, max(outcome.fit.df, 1), FAMILY_ALPHA / self.m, POWER)
-            results[cid] = FamilyResult(outcome, self.n, raw[cid], pair, FAMILY_ALPHA / self.m, detectable)
+            results[cid] = self.family_result(outcome, raw[cid], pair)
         return results
 
+    def family_result(self, outcome, raw, adjusted, adjustment="Holm") -> FamilyResult:
+        detectable = None
+        if isinstance(outcome, LawOutcome):
+            detectable = min_detectable_tv(outcome.fit.n, max(outcome.fit.df, 1), FAMILY_ALPHA / self.m, POWER)
+        return FamilyResult(outcome, self.n, raw, adjusted, FAMILY_ALPHA / self.m, detectable, adjustment)
+
     def result(self, case_id: str) -> FamilyResult:
+        if self.results is None and self.decide_early:
+            raw = _p_values(self.outcome(case_id))
+            bonferroni = tuple(min(1.0, self.m * p) for p in raw)
+            if min(bonferroni) <= FAMILY_ALPHA:
+                return self.family_result(self.outcomes[case_id], raw, bonferroni, "Bonferroni")
         if self.results is None:
             self.results = self.compute()
         return self.results[case_id]
@@ -106,14 +122,15 @@ def describe(result: FamilyResult) -> str:
         worst = max(range(len(fit.observed)), key=lambda i: abs(fit.observed[i] - fit.expected[i]))
         return (
             f"N={fit.n}, {fit.cells} cells (pruned mass {outcome.law.other:.2e} pooled), chi-square p={result.raw[0]:.3g} "
-            f"(Holm {result.adjusted[0]:.3g}), G p={result.raw[1]:.3g} (Holm {result.adjusted[1]:.3g}), KL={fit.kl:.3g}, "
+            f"({result.adjustment} {result.adjusted[0]:.3g}), G p={result.raw[1]:.3g} ({result.adjustment} {result.adjusted[1]:.3g}), KL={fit.kl:.3g}, "
             f"TV={fit.tv:.3g}, detectable TV at power {POWER}: {result.detectable_tv:.3g}; largest cell gap: "
             f"{fit.labels[worst]} observed {fit.observed[worst]} expected {fit.expected[worst]:.1f}"
         )
     test = outcome.test
     return (
-        f"{test.n} PIT values, KS={test.ks:.3g} p={result.raw[0]:.3g} (Holm {result.adjusted[0]:.3g}), binned chi-square "
-        f"p={result.raw[1]:.3g} (Holm {result.adjusted[1]:.3g}), histogram {list(test.histogram)}"
+        f"{test.n} PIT values, KS={test.ks:.3g} p={result.raw[0]:.3g} ({result.adjustment} {result.adjusted[0]:.3g}), "
+        f"binned chi-square p={result.raw[1]:.3g} ({result.adjustment} {result.adjusted[1]:.3g}), "
+        f"histogram {list(test.histogram)}"
     )
 
 
@@ -121,7 +138,7 @@ def assert_case_passes(result: FamilyResult, record_property) -> None:
     record_property("sampling", describe(result))
     if min(result.adjusted) <= FAMILY_ALPHA:
         pytest.fail(
-            f"rejected at family-wise alpha {FAMILY_ALPHA} (Holm over {round(FAMILY_ALPHA / result.alpha_per_test)} p-values): {describe(result)}",
+            f"rejected at family-wise alpha {FAMILY_ALPHA} ({result.adjustment} over {round(FAMILY_ALPHA / result.alpha_per_test)} p-values): {describe(result)}",
             pytrace=False,
         )
     assert not math.isnan(min(result.raw))
