@@ -27,7 +27,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mtp-harness", description="Correctness harness for MTP-assisted decoding.")
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("run", help="run the suites on a decoder and model, print a summary")
-    run.add_argument("--suite", choices=sorted(SUITE_MARKERS), default="all", help="which suites (default: all)")
+    run.add_argument(
+        "--suite",
+        choices=[*sorted(SUITE_MARKERS), "mutants"],
+        default="all",
+        help="which suites (default: all = greedy, sampling, invariants; mutants: the mutation catalogue)",
+    )
     run.add_argument("--decoder", default="mtp", help="decoder under test (default: mtp)")
     run.add_argument("--model", default=str(DEFAULT_MODEL), help="model directory or fixture name")
     run.add_argument("--device", default="cpu", help="torch device (default: cpu)")
@@ -76,8 +81,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def pytest_command(args: argparse.Namespace, junit: Path) -> list[str]:
-    """The pytest invocation for `mtp-harness run` (printed, so a run can be reproduced by hand)."""
+    """The pytest invocation for `mtp-harness run` (printed, so a run can be reproduced by hand); the
+    report goes beside the JUnit file."""
     command = [sys.executable, "-m", "pytest", str(SUITES), "-m", SUITE_MARKERS[args.suite], "-q"]
+    command.append(f"--harness-report={junit.parent}")
     command += [f"--decoder={args.decoder}", f"--model={args.model}", f"--device={args.device}"]
     if args.dtype:
         command.append(f"--dtype={args.dtype}")
@@ -113,6 +120,21 @@ def format_summary(per_suite: dict[str, Counter]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.suite == "mutants":
+        workers = int(args.workers) if str(args.workers or "").isdigit() else 2
+        catalogue = argparse.Namespace(
+            mutant=None,
+            suite=None,
+            workers=workers,
+            model=args.model,
+            device=args.device,
+            dtype=args.dtype,
+            harness_seed=args.harness_seed,
+            report_dir=args.report_dir,
+            efficiency=False,
+            json=False,
+        )
+        return mutants(catalogue)
     run_id = time.strftime("%Y%m%d-%H%M%S")
     run_dir = args.report_dir / run_id
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -120,7 +142,7 @@ def run(args: argparse.Namespace) -> int:
     command = pytest_command(args, junit)
     print("mtp-harness run:", shlex.join(command), flush=True)
     started = time.perf_counter()
-    code = subprocess.call(command)
+    code = wait_through_ctrl_c(subprocess.Popen(command))
     elapsed = time.perf_counter() - started
     print()
     if junit.is_file():
@@ -128,8 +150,19 @@ def run(args: argparse.Namespace) -> int:
     if code == 5:
         print("mtp-harness: no test matched these suites")
     verdict = "PASSED" if code == 0 else "FAILED"
-    print(f"mtp-harness: {verdict} in {elapsed:.1f}s (pytest exit code {code}); results in {run_dir}")
+    report = run_dir / "index.html"
+    where = f"report {report}" if report.is_file() else f"results in {run_dir}"
+    print(f"mtp-harness: {verdict} in {elapsed:.1f}s (pytest exit code {code}); {where}")
     return code
+
+
+def wait_through_ctrl_c(process: subprocess.Popen) -> int:
+    """Wait for pytest; on Ctrl-C keep waiting: pytest got the same SIGINT and writes its partial report
+    (subprocess.call would kill it instead)."""
+    try:
+        return process.wait()
+    except KeyboardInterrupt:
+        return process.wait()
 
 
 def mutants(args: argparse.Namespace) -> int:
@@ -152,17 +185,42 @@ def mutants(args: argparse.Namespace) -> int:
         cells = ", ".join(f"{suite} {cell.status}" for suite, cell in run.cells.items())
         print(f"  {run.decoder:<40} {cells} ({run.elapsed_s:.0f}s)", flush=True)
 
-    started = time.perf_counter()
+    started, started_at = time.perf_counter(), time.strftime("%Y-%m-%dT%H:%M:%S")
     runs = run_catalogue(decoders, suites, run_dir, options, args.workers, progress)
     table = catalogue_table(runs, suites, time.perf_counter() - started)
     if args.efficiency:
         from harness.efficiency import efficiency_rows
 
         table["efficiency"] = efficiency_rows(table, args.model, args.device, args.dtype)
-    (run_dir / "mutants.json").write_text(json.dumps(table, indent=2))
+    passed = table["score"] == 1.0 and table["correct_passes"] and table["controls_pass"]
+    index = write_catalogue_report(args, run_dir, table, passed, started_at)
     print(json.dumps(table, indent=2) if args.json else format_table(table))
-    print(f"mtp-harness mutants: results in {run_dir}")
-    return 0 if table["score"] == 1.0 and table["correct_passes"] and table["controls_pass"] else 1
+    print(f"mtp-harness mutants: report {index}")
+    return 0 if passed else 1
+
+
+def write_catalogue_report(args: argparse.Namespace, run_dir: Path, table: dict, passed: bool, started: str) -> Path:
+    from harness.mutation_run import catalogue_cases
+    from harness.plugin import DEFAULT_SEED, resolve_model_path
+    from harness.recorder import run_header
+    from harness.report import write_report
+
+    model = resolve_model_path(args.model)
+    command = shlex.join(["mtp-harness", *sys.argv[1:]]) if sys.argv[1:2] == ["mutants"] else "mtp-harness mutants"
+    seed = int(args.harness_seed) if (args.harness_seed or "").isdigit() else DEFAULT_SEED
+    header = run_header(
+        run_dir.name, "mutant catalogue", model, args.device, args.dtype or "default", seed, command, args.workers
+    )
+    finished = time.strftime("%Y-%m-%dT%H:%M:%S")
+    header.update(started=started, finished=finished, status="complete", exit_status=0 if passed else 1)
+    results = {
+        "schema": 1,
+        "run": header,
+        "cases": catalogue_cases(table, str(model)),
+        "acceptance": None,
+        "mutants": table,
+    }
+    return write_report(results, run_dir)
 
 
 def bench(args: argparse.Namespace) -> int:

@@ -190,3 +190,40 @@ def format_table(table: dict) -> str:
         f"controls as expected: {table['controls_pass']}; {table['elapsed_s']:.0f}s"
     )
     return "\n".join(lines)
+
+
+def catalogue_cases(table: dict, model: str) -> list[dict]:
+    """One report case per decoder: passed when the suites did with it what its category expects."""
+    cases = []
+    if table["correct_decoder"]:
+        cells = table["correct_decoder"]
+        failed = [suite for suite, status in cells.items() if status != "passed"]
+        cases.append(_case(CORRECT_DECODER, model, not failed, f"failed suites: {', '.join(failed)}" if failed else ""))
+    for row in table["rows"]:
+        message = (
+            ""
+            if row["as_expected"]
+            else (
+                f"expected {row['expected']}; "
+                + ", ".join(f"{suite} {status}" for suite, status in row["cells"].items())
+            )
+        )
+        cases.append(_case("mutant:" + row["mutant"], model, row["as_expected"], message))
+    return cases
+
+
+def _case(decoder: str, model: str, passed: bool, message: str) -> dict:
+    return {
+        "nodeid": f"mutants::{decoder}",
+        "suite": "mutants",
+        "case": decoder,
+        "decoder": decoder,
+        "model": model,
+        "params": {},
+        "outcome": "passed" if passed else "failed",
+        "duration_s": 0.0,
+        "message": message,
+        "divergence": None,
+        "sampling": None,
+        "invariants": None,
+    }

@@ -73,6 +73,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "suite's remaining tests: the mutation catalogue only needs to know whether a suite catches a decoder",
     )
     group.addoption(
+        "--harness-report",
+        default=None,
+        metavar="DIR",
+        help="write the run's results.json and HTML report to DIR ('auto': reports/<time-stamp>); "
+        "results.json is also kept up to date while the run goes",
+    )
+    group.addoption(
         "--prompts", default=str(DEFAULT_PROMPTS), help="prompt fixture file (JSON). Default: fixtures/prompts.json."
     )
 
@@ -86,6 +93,14 @@ def pytest_configure(config: pytest.Config) -> None:
     for name, description in MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {description}")
     config.stash[_SEED] = _session_seed(config)
+    report = config.getoption("--harness-report")
+    if report and getattr(config, "workerinput", None) is None:
+        from harness.recorder import Recorder, pytest_run_header, run_directory
+
+        run_dir = run_directory(report)
+        model = resolve_model_path(config.getoption("--model"))
+        header = pytest_run_header(config, config.stash[_SEED], resolved_dtype(config), model, run_dir.name)
+        config.pluginmanager.register(Recorder(config, run_dir, header), "mtp_harness_recorder")
 
 
 _SEED = pytest.StashKey[int]()
@@ -189,6 +204,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):  # noqa
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
+    if item.config.getoption("--harness-report") and hasattr(item, "callspec"):
+        import json
+
+        params = {name: str(getattr(value, "id", value)) for name, value in item.callspec.params.items()}
+        item.user_properties.append(("mtp_harness.params", json.dumps(params)))
     if suite_of(item) in item.config.stash.get(_CAUGHT, set()):
         pytest.skip(f"suite {suite_of(item)!r} already caught this decoder (--harness-stop-suite-on-catch)")
 

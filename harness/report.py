@@ -49,6 +49,15 @@ def write_report(results: dict, run_dir: Path) -> Path:
     return index
 
 
+def write_results_json(results: dict, run_dir: Path) -> Path:
+    """Write run_dir/results.json alone, atomically (the partial record of a run still going)."""
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    path = run_dir / "results.json"
+    _write_atomically(path, json.dumps(results, indent=2, sort_keys=False) + "\n")
+    return path
+
+
 def _write_atomically(path: Path, text: str) -> None:
     """Write to a temporary file in the same directory, then os.replace it onto `path` (readers never see
     a half-written file; an interrupted write leaves the previous file in place and no temporary file)."""

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from harness.api import DecodeRequest, DecodeResult
-from harness.divergence import classify, top2_margins
+from harness.divergence import Divergence, classify, top2_margins
 from harness.models import ModelBundle
 from harness.plugin import bundle_for
 from harness.prompts import Prompt
@@ -78,18 +78,64 @@ def reference(greedy_references: dict[str, GreedyReference], prompt: Prompt) -> 
     return greedy_references[prompt.id]
 
 
-@pytest.fixture
-def check_tokens(bundle: ModelBundle, record_property):
-    """assert that a decoder's tokens equal the reference's; a bf16/fp16 near-tie is recorded, not failed."""
+TOP_TOKENS = 5
 
-    def check(reference: GreedyReference, result: DecodeResult, expected: tuple[int, ...] | None = None) -> None:
+
+def divergence_record(
+    divergence: Divergence,
+    reference: GreedyReference,
+    expected: tuple[int, ...],
+    result: DecodeResult,
+    request: DecodeRequest | None,
+    rescoring_bundle: ModelBundle,
+) -> dict:
+    """Everything the report shows about one divergence: both sequences as (id, text), the target's top
+    tokens at the divergent index (re-scored), the forced schedule and the decoder's per-pass trace."""
+    decode = rescoring_bundle.tokenizer.decode
+    with torch.no_grad():
+        prefix = torch.tensor([[*reference.prompt_ids, *expected[: divergence.index]]], device=rescoring_bundle.device)
+        _, logits = target_forward(rescoring_bundle.target, prefix)
+    top = torch.softmax(logits[0, -1].double(), dim=-1).topk(TOP_TOKENS)
+    return {
+        **divergence.to_dict(),
+        "prompt_id": reference.prompt.id,
+        "dtype": str(rescoring_bundle.dtype).removeprefix("torch."),
+        "num_draft_tokens": request.num_draft_tokens if request else None,
+        "reference_tokens": [{"id": t, "text": decode([t])} for t in expected],
+        "actual_tokens": [{"id": t, "text": decode([t])} for t in result.token_ids],
+        "top5": [
+            {"id": int(i), "text": decode([int(i)]), "probability": float(v)}
+            for v, i in zip(top.values, top.indices, strict=True)
+        ],
+        "forced_drafts": {
+            str(position): token for position, token in (request.forced_drafts if request else {}).items()
+        },
+        "steps": [
+            {"start": s.start, "drafts": list(s.drafts), "accepted": s.accepted, "emitted": list(s.emitted)}
+            for s in result.steps
+        ],
+    }
+
+
+@pytest.fixture
+def check_tokens(bundle: ModelBundle, rescoring_bundle: ModelBundle, record_property):
+    """assert that a decoder's tokens equal the reference's; a bf16/fp16 near-tie is recorded, not failed.
+    The divergence is recorded for the report (pass the request to show its k and forced schedule)."""
+
+    def check(
+        reference: GreedyReference,
+        result: DecodeResult,
+        expected: tuple[int, ...] | None = None,
+        request: DecodeRequest | None = None,
+    ) -> None:
         expected = reference.tokens if expected is None else expected
         divergence = classify(
             expected, result.token_ids, reference.margins, bundle.dtype, bundle.tokenizer.decode, reference.prompt_ids
         )
         if divergence is None:
             return
-        record_property("divergence", json.dumps(divergence.to_dict()))
+        record = divergence_record(divergence, reference, expected, result, request, rescoring_bundle)
+        record_property("mtp_harness.divergence", json.dumps(record))
         if divergence.near_tie:
             warnings.warn(NearTieWarning(f"prompt {reference.prompt.id}: {divergence.describe()}"), stacklevel=2)
             return

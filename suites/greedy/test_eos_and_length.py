@@ -34,7 +34,7 @@ def test_eos_inside_an_accepted_run_ends_the_output_there(decoder, bundle, greed
             reference.prompt_ids, len(reference.tokens), num_draft_tokens=k, eos_token_ids=(eos,), forced_drafts=forced
         )
         [result] = decoder.decode([request])
-        check_tokens(reference, result, expected=reference.tokens[: position + 1])
+        check_tokens(reference, result, expected=reference.tokens[: position + 1], request=request)
         assert result.finish_reason == "eos"
         if result.steps:
             containing = [s for s in result.steps if s.start <= position < s.start + len(s.emitted)]
@@ -63,7 +63,7 @@ def test_eos_as_the_bonus_token_ends_the_output(decoder, greedy_references, chec
             forced_drafts=dict(enumerate(reference.tokens)),
         )
         [result] = decoder.decode([request])
-        check_tokens(reference, result, expected=reference.tokens[: k + 1])
+        check_tokens(reference, result, expected=reference.tokens[: k + 1], request=request)
         first = result.steps[0]
         assert (first.start, first.accepted, first.emitted[-1]) == (0, k, eos), first
         assert len(result.steps) == 1 and result.finish_reason == "eos"
@@ -85,5 +85,5 @@ def test_max_new_tokens_at_every_value_up_to_k_plus_2(
             reference.prompt_ids, max_new_tokens, num_draft_tokens=k, eos_token_ids=reference.eos, forced_drafts=forced
         )
         [result] = decoder.decode([request])
-        check_tokens(reference, result, expected=expected)
+        check_tokens(reference, result, expected=expected, request=request)
         assert len(result.token_ids) <= max_new_tokens

@@ -37,9 +37,11 @@ def check_forced_passes(reference, result, k, rejections):
 
 
 def run_forced(decoder, reference, check_tokens, k, rejections):
-    forced = forced_drafts(reference.tokens, reference.runner_up, rejections)
-    [result] = decoder.decode([reference.request(num_draft_tokens=k, forced_drafts=forced)])
-    check_tokens(reference, result)
+    request = reference.request(
+        num_draft_tokens=k, forced_drafts=forced_drafts(reference.tokens, reference.runner_up, rejections)
+    )
+    [result] = decoder.decode([request])
+    check_tokens(reference, result, request=request)
     check_forced_passes(reference, result, k, set(rejections))
 
 
@@ -79,7 +81,10 @@ def forced_batches(decoder, greedy_references):
 def test_forced_rejections_keep_the_reference(reference, forced_batches, check_tokens, require, schedule, k):
     require("forced_drafts", "steps", *(["num_draft_tokens"] if k > 1 else []))
     result, rejections = forced_batches(k, schedule)[reference.prompt.id]
-    check_tokens(reference, result)
+    request = reference.request(
+        num_draft_tokens=k, forced_drafts=forced_drafts(reference.tokens, reference.runner_up, rejections)
+    )
+    check_tokens(reference, result, request=request)
     check_forced_passes(reference, result, k, set(rejections))
 
 

@@ -14,8 +14,9 @@ K_VALUES = [1, 2, 3, 4]
 def test_natural_drafts_reproduce_the_reference(decoder, reference, check_tokens, require, k):
     if k > 1:
         require("num_draft_tokens")
-    [result] = decoder.decode([reference.request(num_draft_tokens=k)])
-    check_tokens(reference, result)
+    request = reference.request(num_draft_tokens=k)
+    [result] = decoder.decode([request])
+    check_tokens(reference, result, request=request)
 
 
 @pytest.mark.parametrize("k", K_VALUES, ids=[f"k{k}" for k in K_VALUES])
@@ -27,8 +28,8 @@ def test_a_batch_of_mixed_prompts_equals_each_prompt_alone(decoder, greedy_refer
     assert len({len(r.prompt_ids) for r in requests}) > 1, "the batch must mix prompt lengths"
     batched = decoder.decode(requests)
     assert len(batched) == len(requests)
-    for reference, result in zip(references, batched, strict=True):
-        check_tokens(reference, result)
+    for reference, request, result in zip(references, requests, batched, strict=True):
+        check_tokens(reference, result, request=request)
     for request, together in zip(requests[:6], batched, strict=False):
         [alone] = decoder.decode([request])
         assert alone == together, f"decoded alone, {request.prompt_ids[:5]}... gives {alone}, in the batch {together}"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from harness.api import DecodeRequest, PassSnapshot
@@ -35,9 +37,31 @@ def inspect(decoder, bundle):
 
 
 @pytest.fixture
-def assert_clean():
-    """Fail naming pass, layer, invariant and the largest difference of the first violations."""
-    return _assert_no_violations
+def assert_clean(record_property):
+    """Fail naming pass, layer, invariant and the largest difference of the first violations (all of them
+    are recorded for the report)."""
+
+    def check(violations: list[Violation], snapshots: list[PassSnapshot]) -> None:
+        record = {"passes": len(snapshots), "violations": [violation_record(v) for v in violations[:MAX_RECORDED]]}
+        record_property("mtp_harness.invariants", json.dumps(record))
+        _assert_no_violations(violations, snapshots)
+
+    return check
+
+
+MAX_RECORDED = 200
+
+
+def violation_record(violation: Violation) -> dict:
+    return {
+        "request": violation.request_index,
+        "pass": violation.pass_index,
+        "invariant": violation.invariant,
+        "where": violation.where,
+        "difference": violation.difference,
+        "at": violation.at,
+        "detail": violation.detail,
+    }
 
 
 def _assert_no_violations(violations: list[Violation], snapshots: list[PassSnapshot]) -> None:

@@ -3,6 +3,7 @@ FAMILY_ALPHA. The family is the cases selected in this session, computed once, o
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 
@@ -18,6 +19,7 @@ from harness.sampling_cases import (
     run_pit_case,
 )
 from harness.stats import FAMILY_ALPHA, POWER, holm, min_detectable_tv, sample_size
+from harness.target_law import OTHER
 
 CASES = {case.id: case for case in case_grid()}
 TV_TARGET = {"ci": 0.05, "nightly": 0.02}
@@ -134,8 +136,51 @@ def describe(result: FamilyResult) -> str:
     )
 
 
-def assert_case_passes(result: FamilyResult, record_property) -> None:
+def cell_label(cell: tuple, decode) -> str:
+    """A continuation cell as text, token by token: 'the' · ' cat'; the pooled cell as <other>."""
+    if cell == OTHER:
+        return "<other: pooled small cells and pruned branches>"
+    return " · ".join(repr(decode([token])) for token in cell)
+
+
+def sampling_record(result: FamilyResult, case_id: str, decode) -> dict:
+    """The structured record of one case for the report (schema 1, `sampling`)."""
+    outcome = result.outcome
+    law = isinstance(outcome, LawOutcome)
+    tests = ("chi-square", "G") if law else ("KS", "binned chi-square")
+    record = {
+        "case_id": case_id,
+        "kind": "law" if law else "pit",
+        "n": outcome.fit.n if law else outcome.test.n,
+        "cells": outcome.fit.cells if law else None,
+        "family_size": round(FAMILY_ALPHA / result.alpha_per_test),
+        "alpha_per_test": result.alpha_per_test,
+        "family_alpha": FAMILY_ALPHA,
+        "adjustment": result.adjustment,
+        "p_values": [
+            {"test": test, "raw": raw, "holm": adjusted}
+            for test, raw, adjusted in zip(tests, result.raw, result.adjusted, strict=True)
+        ],
+        "kl": outcome.fit.kl if law else None,
+        "tv": outcome.fit.tv if law else None,
+        "detectable_tv": result.detectable_tv,
+        "cells_table": [],
+        "pit_histogram": None if law else list(outcome.test.histogram),
+        "rejected": min(result.adjusted) <= FAMILY_ALPHA,
+    }
+    if law:
+        fit = outcome.fit
+        record["cells_table"] = [
+            {"label": cell_label(label, decode), "observed": observed, "expected": expected}
+            for label, observed, expected in zip(fit.labels, fit.observed, fit.expected, strict=True)
+        ]
+    return record
+
+
+def assert_case_passes(result: FamilyResult, record_property, case_id: str = "", decode=None) -> None:
     record_property("sampling", describe(result))
+    if decode is not None:
+        record_property("mtp_harness.sampling", json.dumps(sampling_record(result, case_id, decode)))
     if min(result.adjusted) <= FAMILY_ALPHA:
         pytest.fail(
             f"rejected at family-wise alpha {FAMILY_ALPHA} ({result.adjustment} over {round(FAMILY_ALPHA / result.alpha_per_test)} p-values): {describe(result)}",
@@ -151,7 +196,7 @@ def check_sampling_case(sampling_family, require, record_property):
     def check(case_id: str) -> FamilyResult:
         require(*CASES[case_id].fields_needed())
         result = sampling_family.result(case_id)
-        assert_case_passes(result, record_property)
+        assert_case_passes(result, record_property, case_id, sampling_family.bundle.tokenizer.decode)
         return result
 
     return check

@@ -1,0 +1,182 @@
+"""Structured results of a pytest run, written as reports/<run-id>/results.json and index.html.
+
+Tests attach their records with record_property under RECORD_PREFIX names (JSON strings): divergence,
+sampling, invariants, acceptance. The recorder runs in the controlling process only: pytest-xdist sends
+every worker's reports, user properties included, to it, so results merge without worker files. It writes
+results.json (status "running") at most every PARTIAL_EVERY_S seconds while the run goes, and the full
+report at session end, also after Ctrl-C ("interrupted") or an internal error ("crashed").
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import re
+import shlex
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from harness.paths import REPO_ROOT, REPORTS, SUITES
+
+RECORD_PREFIX = "mtp_harness."
+RECORDS = ("divergence", "sampling", "invariants", "acceptance")
+PARTIAL_EVERY_S = 20.0
+UNFINISHED = "unfinished"  # set up but no call report yet (running, or interrupted): left out of the results
+MESSAGE_LIMIT = 4000
+XDIST_WORKER_LINE = re.compile(r"^\[gw\d+\] [^\n]*\n")  # "[gw0] linux -- Python ...": which worker, not what failed
+
+
+def run_directory(option: str) -> Path:
+    """--harness-report value -> the run directory ('auto': reports/<time-stamp>)."""
+    if option == "auto":
+        return REPORTS / datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    return Path(option)
+
+
+def suite_of_nodeid(nodeid: str) -> str:
+    parts = nodeid.split("::")[0].split("/")
+    return parts[1] if len(parts) > 2 and parts[0] == SUITES.name else parts[0]
+
+
+def git_commit() -> str | None:
+    try:
+        done = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=10, check=True
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip() or None
+
+
+def merge_invariants(first: dict, second: dict) -> dict:
+    """One test that checks several runs records each: passes add up, violations follow each other."""
+    return {"passes": first["passes"] + second["passes"], "violations": first["violations"] + second["violations"]}
+
+
+class Recorder:
+    """Collects one record per test (setup, call and teardown reports folded together)."""
+
+    def __init__(self, config: pytest.Config, run_dir: Path, header: dict[str, object]) -> None:
+        self.config = config
+        self.run_dir = run_dir
+        self.header = header
+        self.cases: dict[str, dict[str, object]] = {}
+        self.last_partial = time.monotonic()
+
+    # --- collecting ---------------------------------------------------------------------------------------
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        case = self.cases.setdefault(report.nodeid, self._new_case(report.nodeid))
+        case["duration_s"] = round(float(case["duration_s"]) + report.duration, 4)
+        for name, value in report.user_properties:
+            key = name.removeprefix(RECORD_PREFIX)
+            if name.startswith(RECORD_PREFIX) and key in (*RECORDS, "params"):
+                record = json.loads(value) if isinstance(value, str) else value
+                case[key] = merge_invariants(case[key], record) if key == "invariants" and case[key] else record
+        self._fold_outcome(case, report)
+        if time.monotonic() - self.last_partial > PARTIAL_EVERY_S:
+            self.write(status="running", exit_status=None, html=False)
+
+    def _new_case(self, nodeid: str) -> dict[str, object]:
+        return {
+            "nodeid": nodeid,
+            "suite": suite_of_nodeid(nodeid),
+            "case": nodeid.split("::", 1)[-1],
+            "decoder": self.header["decoder"],
+            "model": self.header["model"],
+            "params": {},
+            "outcome": UNFINISHED,
+            "duration_s": 0.0,
+            "message": "",
+            **dict.fromkeys(RECORDS[:3]),
+        }
+
+    @staticmethod
+    def _fold_outcome(case: dict[str, object], report: pytest.TestReport) -> None:
+        if report.when == "call" and report.passed and case["outcome"] == UNFINISHED:
+            case["outcome"] = "passed"
+        elif report.skipped and case["outcome"] in (UNFINISHED, "passed"):
+            reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+            case["outcome"], case["message"] = "skipped", reason.removeprefix("Skipped: ")
+        elif report.failed and case["outcome"] not in ("failed", "error"):  # the first failure tells what broke
+            case["outcome"] = "failed" if report.when == "call" else "error"
+            case["message"] = XDIST_WORKER_LINE.sub("", report.longreprtext, count=1)[-MESSAGE_LIMIT:]
+        divergence = case.get("divergence")
+        if case["outcome"] == "passed" and isinstance(divergence, dict) and divergence.get("near_tie"):
+            case["outcome"] = "near-tie"
+
+    # --- writing ------------------------------------------------------------------------------------------
+    def results(self, status: str, exit_status: int | None) -> dict[str, object]:
+        finished = (c for c in self.cases.values() if c["outcome"] != UNFINISHED)
+        ordered = sorted(finished, key=lambda c: str(c["nodeid"]))
+        acceptance = next((c["acceptance"] for c in ordered if c.get("acceptance")), None)
+        cases = [{key: value for key, value in c.items() if key != "acceptance"} for c in ordered]
+        finished = None if status == "running" else datetime.now(UTC).isoformat(timespec="seconds")
+        return {
+            "schema": 1,
+            "run": {**self.header, "finished": finished, "status": status, "exit_status": exit_status},
+            "cases": cases,
+            "acceptance": acceptance,
+            "mutants": None,
+        }
+
+    def write(self, status: str, exit_status: int | None, html: bool = True) -> Path:
+        from harness.report import write_report, write_results_json  # pandas and jinja2 load only here
+
+        self.last_partial = time.monotonic()
+        results = self.results(status, exit_status)
+        if html:
+            return write_report(results, self.run_dir)
+        return write_results_json(results, self.run_dir)
+
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        status = {pytest.ExitCode.INTERRUPTED: "interrupted", pytest.ExitCode.INTERNAL_ERROR: "crashed"}
+        path = self.write(status.get(exitstatus, "complete"), int(exitstatus))
+        self.config.stash[REPORT_PATH] = path
+
+    def pytest_terminal_summary(self, terminalreporter) -> None:  # noqa: ANN001 - TerminalReporter
+        path = self.config.stash.get(REPORT_PATH, None)
+        if path is not None:
+            terminalreporter.write_sep("-", f"mtp-harness report: {path}")
+
+
+REPORT_PATH = pytest.StashKey[Path]()
+
+
+def run_header(
+    run_id: str, decoder: str, model: Path, device: str, dtype: str, seed: int | None, command: str, workers: int
+) -> dict[str, object]:
+    """Who ran what, where and with which versions; `command` replays the run."""
+    import torch
+    import transformers
+
+    return {
+        "run_id": run_id,
+        "started": datetime.now(UTC).isoformat(timespec="seconds"),
+        "session_seed": seed,
+        "decoder": decoder,
+        "model": str(model),
+        "device": device,
+        "dtype": dtype,
+        "git_commit": git_commit(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "python": platform.python_version(),
+        "command": command,
+        "workers": workers,
+    }
+
+
+def pytest_run_header(config: pytest.Config, seed: int, dtype: str, model: Path, run_id: str) -> dict[str, object]:
+    """The header of a pytest run; its command replays the run with its session seed."""
+    args = [str(a) for a in config.invocation_params.args if not str(a).startswith("--harness-seed")]
+    command = shlex.join([sys.executable, "-m", "pytest", *args, f"--harness-seed={seed}"])
+    workers = int(getattr(config.option, "numprocesses", 0) or 0)
+    return run_header(
+        run_id, config.getoption("--decoder"), model, config.getoption("--device"), dtype, seed, command, workers
+    )
