@@ -107,9 +107,16 @@ class PitOutcome:
 _LAWS: dict[tuple, TargetLaw] = {}
 
 
-def run_law_case(
-    decoder: Decoder, bundle: ModelBundle, prompt_ids: tuple[int, ...], case: SamplingCase, n: int
-) -> LawOutcome:
+def law_samples(
+    decoder: Decoder,
+    bundle: ModelBundle,
+    prompt_ids: tuple[int, ...],
+    case: SamplingCase,
+    n: int,
+    seed_offset: int = 0,
+) -> tuple[TargetLaw, list[tuple]]:
+    """The exact target law of the case (memoised) and the cells of n samples through the decoder
+    (request i seeded case.seed + seed_offset + i)."""
     key = (id(bundle), prompt_ids, case.sampling)
     if key not in _LAWS:
         _LAWS[key] = target_law(bundle, prompt_ids, case.sampling, LAW_LENGTH, PRUNE_MASS)
@@ -119,7 +126,7 @@ def run_law_case(
             prompt_ids,
             LAW_LENGTH,
             sampling=case.sampling,
-            seed=case.seed + i,
+            seed=case.seed + seed_offset + i,
             num_draft_tokens=case.k,
             draft_mode=case.draft_mode,
             eos_token_ids=bundle.eos_token_ids,
@@ -127,7 +134,13 @@ def run_law_case(
         )
         for i in range(n)
     ]
-    samples = [law.cell_of(result.token_ids) for result in decoder.decode(requests)]
+    return law, [law.cell_of(result.token_ids) for result in decoder.decode(requests)]
+
+
+def run_law_case(
+    decoder: Decoder, bundle: ModelBundle, prompt_ids: tuple[int, ...], case: SamplingCase, n: int
+) -> LawOutcome:
+    law, samples = law_samples(decoder, bundle, prompt_ids, case, n)
     return LawOutcome(case, law, goodness_of_fit({**law.cells, OTHER: law.other}, samples, OTHER))
 
 
