@@ -5,6 +5,7 @@
     nox -s sampling       pytest -m sampling
     nox -s invariants     pytest -m invariants
     nox -s calibration    the sampling suite's false-positive-rate calibration (slow)
+    nox -s nightly        every suite + the mutation catalogue at a budget, one HTML report (GPU runners)
     nox -s lint           ruff check + ruff format --check
 
 Extra pytest arguments go after `--`, e.g. `nox -s greedy -- --decoder transformers-mtp`.
@@ -57,6 +58,14 @@ def calibration(session: nox.Session) -> None:
 @nox.session
 def invariants(session: nox.Session) -> None:
     run_pytest(session, "-m", "invariants")
+
+
+@nox.session
+def nightly(session: nox.Session) -> None:
+    """`mtp-harness nightly`: options after `--`, e.g. `nox -s nightly -- --budget smoke` on a CPU, or
+    `nox -s nightly -- --device cuda --model /models/deepseek-v3` on a GPU runner (default budget: full)."""
+    install(session)
+    session.run("mtp-harness", "nightly", *session.posargs)
 
 
 @nox.session

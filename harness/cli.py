@@ -12,6 +12,7 @@ import xml.etree.ElementTree as ElementTree
 from collections import Counter
 from pathlib import Path
 
+from harness.budget import BUDGETS, DEFAULT_BUDGET
 from harness.mutation_run import CATALOGUE_SUITES
 from harness.paths import DEFAULT_MODEL, REPORTS, SUITES
 
@@ -21,6 +22,9 @@ SUITE_MARKERS = {
     "invariants": "invariants",
     "all": "greedy or sampling or invariants",
 }
+
+
+BUDGET_HELP = "smoke | ci | full: sampling N, Hypothesis examples, which mutants (default ci)"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -38,6 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--device", default="cpu", help="torch device (default: cpu)")
     run.add_argument("--dtype", default=None, help="float64 | float32 | bf16 | fp16 (default: float64 on CPU)")
     run.add_argument("--harness-seed", default=None, help="session seed (default: the plugin's fixed seed)")
+    run.add_argument("--budget", choices=sorted(BUDGETS), default=DEFAULT_BUDGET, help=BUDGET_HELP)
     run.add_argument("-n", "--workers", default=None, help="pytest-xdist workers (e.g. 2 or auto)")
     run.add_argument("--report-dir", type=Path, default=REPORTS, help="where run directories go (default: reports/)")
     run.add_argument("pytest_args", nargs=argparse.REMAINDER, help="extra pytest arguments after --")
@@ -59,7 +64,23 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also measure, per sampling mutant, the samples to first rejection vs the ideal test's",
     )
+    mutants.add_argument(
+        "--full-table",
+        action="store_true",
+        help="run every suite on every mutant (default: stop each mutant at its first catch, target suite first)",
+    )
     mutants.add_argument("--json", action="store_true", help="print the table as JSON")
+    mutants.add_argument("--budget", choices=sorted(BUDGETS), default=DEFAULT_BUDGET, help=BUDGET_HELP)
+    nightly = commands.add_parser(
+        "nightly", help="the nightly job: every suite and the mutation catalogue at a budget, one report"
+    )
+    nightly.add_argument("--budget", choices=sorted(BUDGETS), default="full", help=BUDGET_HELP + " (default full)")
+    nightly.add_argument("--decoder", default="mtp", help="decoder under test (default: mtp)")
+    nightly.add_argument("--model", default=str(DEFAULT_MODEL), help="model directory or fixture name")
+    nightly.add_argument("--device", default=None, help="torch device (default: cuda when available, else cpu)")
+    nightly.add_argument("--dtype", default=None, help="model dtype (default: bf16 on CUDA, float32 on CPU)")
+    nightly.add_argument("-n", "--workers", type=int, default=2, help="pytest-xdist workers / parallel mutants")
+    nightly.add_argument("--report-dir", type=Path, default=REPORTS, help="where run directories go")
     bench = commands.add_parser("bench", help="throughput of the batched MTP decoder vs transformers' MTP loop")
     bench.add_argument("--model", default=str(DEFAULT_MODEL), help="model directory or fixture name")
     bench.add_argument("--device", default="cpu", help="torch device (default: cpu)")
@@ -90,6 +111,8 @@ def pytest_command(args: argparse.Namespace, junit: Path) -> list[str]:
         command.append(f"--dtype={args.dtype}")
     if args.harness_seed:
         command.append(f"--harness-seed={args.harness_seed}")
+    if args.budget != DEFAULT_BUDGET:
+        command.append(f"--harness-budget={args.budget}")
     if args.workers:
         command += ["-n", str(args.workers), "--dist", "loadgroup"]
     command.append(f"--junitxml={junit}")
@@ -133,6 +156,8 @@ def run(args: argparse.Namespace) -> int:
             report_dir=args.report_dir,
             efficiency=False,
             json=False,
+            budget=args.budget,
+            full_table=False,
         )
         return mutants(catalogue)
     run_id = time.strftime("%Y%m%d-%H%M%S")
@@ -175,7 +200,7 @@ def mutants(args: argparse.Namespace) -> int:
         return 2
     suites = [suite for suite in CATALOGUE_SUITES if suite in (args.suite or CATALOGUE_SUITES)]
     decoders = [CORRECT_DECODER] + [MUTANT_PREFIX + name for name in (args.mutant or MUTANTS)]
-    options = [f"--model={args.model}", f"--device={args.device}"]
+    options = [f"--model={args.model}", f"--device={args.device}", f"--harness-budget={args.budget}"]
     options += [f"--dtype={args.dtype}"] if args.dtype else []
     options += [f"--harness-seed={args.harness_seed}"] if args.harness_seed else []
     run_dir = args.report_dir / (time.strftime("%Y%m%d-%H%M%S") + "-mutants")
@@ -186,8 +211,8 @@ def mutants(args: argparse.Namespace) -> int:
         print(f"  {run.decoder:<40} {cells} ({run.elapsed_s:.0f}s)", flush=True)
 
     started, started_at = time.perf_counter(), time.strftime("%Y-%m-%dT%H:%M:%S")
-    runs = run_catalogue(decoders, suites, run_dir, options, args.workers, progress)
-    table = catalogue_table(runs, suites, time.perf_counter() - started)
+    runs = run_catalogue(decoders, suites, run_dir, options, args.workers, progress, args.full_table)
+    table = catalogue_table(runs, suites, time.perf_counter() - started, args.full_table)
     if args.efficiency:
         from harness.efficiency import efficiency_rows
 
@@ -272,6 +297,11 @@ def main(argv: list[str] | None = None) -> int:
         return bench(args)
     if args.command == "mutants":
         return mutants(args)
+    if args.command == "nightly":
+        from harness.nightly import run_nightly
+
+        a = args
+        return run_nightly(a.budget, a.decoder, a.model, a.device, a.dtype, a.workers, a.report_dir)
     return 2
 
 

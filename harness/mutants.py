@@ -28,18 +28,24 @@ MUTANTS: dict[str, Callable[[ModelBundle], MTPDecoder]] = {}
 # is provably smaller than any feasible sample can show on the bundled fixtures (see its docstring).
 EXPECTED_VERDICT: dict[str, str] = {}
 VERDICTS = ("caught", "exact", "below-resolution")
+# The suite aimed at the part each mutant replaces (acceptance rules and draft laws: sampling; caches and
+# positions: invariants; stop rules and greedy verification: greedy): the catalogue runs it first.
+TARGET_SUITE: dict[str, str] = {}
+SUITES = ("greedy", "invariants", "sampling")
 
 
 def mutant(
-    name: str, expected: str = "caught"
+    name: str, targets: str, expected: str = "caught"
 ) -> Callable[[Callable[[ModelBundle], MTPDecoder]], Callable[[ModelBundle], MTPDecoder]]:
-    """Register `build(bundle) -> MTPDecoder` as the decoder `mutant:<name>`; `expected` is one of VERDICTS."""
-    if expected not in VERDICTS:
-        raise ValueError(f"mutant {name!r}: expected must be one of {VERDICTS}, got {expected!r}")
+    """Register `build(bundle) -> MTPDecoder` as the decoder `mutant:<name>`; `targets` is the suite aimed
+    at the replaced part, `expected` one of VERDICTS."""
+    if expected not in VERDICTS or targets not in SUITES:
+        raise ValueError(f"mutant {name!r}: targets in {SUITES}, expected in {VERDICTS}; got {targets}, {expected}")
 
     def register(build: Callable[[ModelBundle], MTPDecoder]) -> Callable[[ModelBundle], MTPDecoder]:
         MUTANTS[name] = build
         EXPECTED_VERDICT[name] = expected
+        TARGET_SUITE[name] = targets
 
         @register_decoder(MUTANT_PREFIX + name)
         def factory(bundle: ModelBundle, device: torch.device, dtype: torch.dtype) -> Decoder:
@@ -63,7 +69,7 @@ def accept_everything(
     return accepted, p[:, k].argmax(dim=-1)
 
 
-@mutant("commit-heads-unverified")
+@mutant("commit-heads-unverified", "greedy")
 def commit_heads_unverified(bundle: ModelBundle) -> MTPDecoder:
     return MTPDecoder(bundle, greedy_rule=accept_everything, sampling_rule=accept_everything)
 
@@ -87,7 +93,7 @@ def keep_stale_drafts(rule: Callable) -> Callable:
     return stale
 
 
-@mutant("stale-drafts-after-reject")
+@mutant("stale-drafts-after-reject", "greedy")
 def stale_drafts_after_reject(bundle: ModelBundle) -> MTPDecoder:
     return MTPDecoder(
         bundle, greedy_rule=keep_stale_drafts(greedy_accept), sampling_rule=keep_stale_drafts(speculative_accept)
@@ -127,20 +133,20 @@ def _residual_is_p(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
     return p
 
 
-@mutant("residual-from-p")
+@mutant("residual-from-p", "sampling")
 def residual_from_p(bundle: ModelBundle) -> MTPDecoder:
     """Bug class 7: after a rejection the correction is drawn from p instead of norm(max(p - q, 0))."""
     return MTPDecoder(bundle, sampling_rule=_speculative_with(_residual_is_p))
 
 
-@mutant("accept-if-equal")
+@mutant("accept-if-equal", "sampling")
 def accept_if_equal(bundle: ModelBundle) -> MTPDecoder:
     """Bug class 6 (mlx-swift-lm PR 459): in sampling mode a draft is accepted when it equals a token sampled
     from p (probability sum p q instead of sum min(p, q)), while rejections still use the residual."""
     return MTPDecoder(bundle, sampling_rule=_speculative_with(residual, accept_if_equal=True))
 
 
-@mutant("bonus-wrong-position")
+@mutant("bonus-wrong-position", "sampling")
 def bonus_wrong_position(bundle: ModelBundle) -> MTPDecoder:
     """Bug class 11: when every draft is accepted, the bonus token is drawn from p at the last draft's
     position instead of the position after it (an off-by-one in the verify logits)."""
@@ -158,7 +164,7 @@ def drop_the_bonus(
     return torch.where(all_accepted, accepted - 1, accepted), torch.where(all_accepted, drafts[:, -1], next_token)
 
 
-@mutant("no-bonus", expected="exact")
+@mutant("no-bonus", "sampling", expected="exact")
 def no_bonus(bundle: ModelBundle) -> MTPDecoder:
     return MTPDecoder(bundle, sampling_rule=drop_the_bonus)
 
@@ -172,7 +178,7 @@ def _unprocessed_q(q: torch.Tensor, logits: torch.Tensor, sampling: SamplingConf
     return torch.softmax(logits.to(q.dtype), dim=-1)
 
 
-@mutant("unprocessed-q")
+@mutant("unprocessed-q", "sampling")
 def unprocessed_q(bundle: ModelBundle) -> MTPDecoder:
     return MTPDecoder(bundle, draft_law=_unprocessed_q)
 
@@ -187,7 +193,7 @@ def _softmax_q_for_greedy_draft(
     return process_logits(logits, sampling).to(q.dtype)
 
 
-@mutant("softmax-q-for-greedy-draft")
+@mutant("softmax-q-for-greedy-draft", "sampling")
 def softmax_q_for_greedy_draft(bundle: ModelBundle) -> MTPDecoder:
     return MTPDecoder(bundle, draft_law=_softmax_q_for_greedy_draft)
 
@@ -200,7 +206,7 @@ class NoTargetRollback(CacheManager):
         slots.trim()
 
 
-@mutant("no-target-rollback")
+@mutant("no-target-rollback", "invariants")
 def no_target_rollback(bundle: ModelBundle) -> MTPDecoder:
     return MTPDecoder(bundle, cache_manager=NoTargetRollback())
 
@@ -214,7 +220,7 @@ class PositionsAdvancedByDraftLength(CacheManager):
         return start[:, None] + torch.arange(k + 1, device=start.device)[None, :]
 
 
-@mutant("position-offset")
+@mutant("position-offset", "invariants")
 def position_offset(bundle: ModelBundle) -> MTPDecoder:
     return MTPDecoder(bundle, cache_manager=PositionsAdvancedByDraftLength())
 
@@ -228,7 +234,7 @@ class NoMTPRollback(MTPProposer):
         self.slots[d].trim()
 
 
-@mutant("no-mtp-rollback")
+@mutant("no-mtp-rollback", "invariants")
 def no_mtp_rollback(bundle: ModelBundle) -> MTPDecoder:
     return MTPDecoder(bundle, proposer=NoMTPRollback)
 
@@ -241,7 +247,7 @@ class StaleMTPHidden(MTPProposer):
         return outputs.slice(start + 1, (stop + 1).clamp(max=outputs.lengths))
 
 
-@mutant("stale-mtp-hidden")
+@mutant("stale-mtp-hidden", "invariants")
 def stale_mtp_hidden(bundle: ModelBundle) -> MTPDecoder:
     return MTPDecoder(bundle, proposer=StaleMTPHidden)
 
@@ -259,7 +265,7 @@ def stop_at_eos_only_at_the_end(
     return count, ends
 
 
-@mutant("eos-ignored")
+@mutant("eos-ignored", "greedy")
 def eos_ignored(bundle: ModelBundle) -> MTPDecoder:
     return MTPDecoder(bundle, stop_rule=stop_at_eos_only_at_the_end)
 
@@ -272,7 +278,7 @@ def commit_the_whole_accepted_block(
     return stop_at_first_eos(proposed, offered, torch.maximum(remaining, offered), eos_table)
 
 
-@mutant("max-tokens-overshoot")
+@mutant("max-tokens-overshoot", "greedy")
 def max_tokens_overshoot(bundle: ModelBundle) -> MTPDecoder:
     return MTPDecoder(bundle, stop_rule=commit_the_whole_accepted_block)
 
@@ -291,7 +297,7 @@ def one_uniform_for_every_draft(rule: Callable) -> Callable:
     return shared
 
 
-@mutant("shared-uniform")
+@mutant("shared-uniform", "sampling")
 def shared_uniform(bundle: ModelBundle) -> MTPDecoder:
     return MTPDecoder(bundle, sampling_rule=one_uniform_for_every_draft(speculative_accept))
 
@@ -314,7 +320,7 @@ def typical_acceptance(
     return accepted, sample_from(p[rows, accepted], uniforms[:, k])
 
 
-@mutant("typical-acceptance")
+@mutant("typical-acceptance", "sampling")
 def typical_acceptance_mutant(bundle: ModelBundle) -> MTPDecoder:
     return MTPDecoder(bundle, sampling_rule=typical_acceptance)
 
@@ -349,7 +355,7 @@ def bf16_cdf_inverse(probs: torch.Tensor, uniforms: torch.Tensor) -> torch.Tenso
     return torch.searchsorted(cdf, target, right=True).squeeze(-1).clamp(max=probs.shape[-1] - 1)
 
 
-@mutant("fp32-tail-truncation", expected="below-resolution")
+@mutant("fp32-tail-truncation", "sampling", expected="below-resolution")
 def fp32_tail_truncation(bundle: ModelBundle) -> MTPDecoder:
     """Bug class 14 (vLLM PR 43150): recovery and bonus tokens drawn by an exponential race with fp32 noise
     floored at 2^-24. The law moves by at most V 2^-24 in total variation: 6.1e-5 for the fixtures' 1,024-token
@@ -358,7 +364,7 @@ def fp32_tail_truncation(bundle: ModelBundle) -> MTPDecoder:
     return MTPDecoder(bundle, sampling_rule=_speculative_with(sampler=fp32_exponential_race))
 
 
-@mutant("bf16-tail-truncation")
+@mutant("bf16-tail-truncation", "sampling")
 def bf16_tail_truncation(bundle: ModelBundle) -> MTPDecoder:
     """Bug class 14 (Megatron-LM PR 7182): recovery and bonus tokens drawn by inverse CDF over a bf16
     cumulative sum, which drops tokens too small to move it and the tail after it saturates."""

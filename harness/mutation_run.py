@@ -1,9 +1,14 @@
 """The mutation catalogue run: every suite against the correct decoder and against every mutant.
 
-Each decoder runs in its own pytest process (a crash or a hang stays with its decoder) with
---harness-stop-suite-on-catch, so a suite stops at the first assertion that fires. A cell of the table is
-"caught" when a test of that suite failed on an assertion, "crashed" when the decoder raised instead,
-"not caught" when every test passed or skipped. Processes run `workers` at a time, one torch thread each.
+Each decoder runs in its own pytest process (a crash or a hang stays with its decoder). A cell of the table
+is "caught" when a test of that suite failed on an assertion, "crashed" when the decoder raised instead,
+"not caught" when every test passed or skipped, "not run" when the run stopped before reaching the suite.
+Two modes:
+    first catch (default): a mutant's suites run target suite first (the one aimed at the part it
+        replaces), and the run stops at the first catch: enough for the mutation score, minutes on a CPU;
+    full table: every suite runs on every mutant, each suite stopping at its own first catch.
+The correct decoder and the controls (mutants expected to pass) always run every suite in full.
+Processes run `workers` at a time, one torch thread each.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from harness.paths import SUITES
+from harness.paths import REPO_ROOT, SUITES
 
 CATALOGUE_SUITES = ("greedy", "invariants", "sampling")
 CORRECT_DECODER = "mtp"
@@ -45,8 +50,14 @@ class DecoderRun:
     command: list[str] = field(default_factory=list)
 
 
-def pytest_command(decoder: str, suites: Sequence[str], junit: Path, options: Sequence[str]) -> list[str]:
-    """One decoder, the chosen suites, stopping each suite at its first catch."""
+# transformers' own use_mtp generation is a subject of the greedy suite, not a function of --decoder
+NOT_ABOUT_THE_DECODER = ("suites/greedy/test_transformers_use_mtp.py",)
+
+
+def pytest_command(
+    decoder: str, suites: Sequence[str], junit: Path, options: Sequence[str], stop_at_first_catch: bool
+) -> list[str]:
+    """One decoder, the suites in the order given, each stopping at its first catch (or the whole run)."""
     return [
         sys.executable,
         "-m",
@@ -59,6 +70,8 @@ def pytest_command(decoder: str, suites: Sequence[str], junit: Path, options: Se
         "no:cacheprovider",
         f"--decoder={decoder}",
         "--harness-stop-suite-on-catch",
+        *(["--harness-stop-on-catch"] if stop_at_first_catch else []),
+        *(f"--deselect={path}" for path in NOT_ABOUT_THE_DECODER),
         f"--junitxml={junit}",
         *options,
     ]
@@ -77,6 +90,8 @@ def read_cells(junit: Path, suites: Sequence[str], correct: bool) -> dict[str, C
 
 def _cell(cases: list[ElementTree.Element], correct: bool) -> Cell:
     failures = [(case, child) for case in cases for child in case if child.tag in ("failure", "error")]
+    if not cases:
+        return Cell("not run", 0, 0)
     if not failures:
         return Cell("passed" if correct else "not caught", len(cases), 0)
     caught = [
@@ -90,15 +105,34 @@ def _cell(cases: list[ElementTree.Element], correct: bool) -> Cell:
     return Cell(status, len(cases), len(failures), name, child.get("message", "")[:2000])
 
 
-def run_decoder(decoder: str, suites: Sequence[str], run_dir: Path, options: Sequence[str]) -> DecoderRun:
+def suite_order(decoder: str, suites: Sequence[str]) -> list[str]:
+    """The mutant's target suite first, then the others in catalogue order."""
+    from harness.mutants import MUTANT_PREFIX, TARGET_SUITE
+
+    target = TARGET_SUITE.get(decoder.removeprefix(MUTANT_PREFIX))
+    return sorted(suites, key=lambda suite: (suite != target, CATALOGUE_SUITES.index(suite)))
+
+
+def stops_at_first_catch(decoder: str, full_table: bool) -> bool:
+    """Only mutants expected to be caught stop early; the correct decoder and the controls run in full."""
+    from harness.mutants import EXPECTED_VERDICT, MUTANT_PREFIX
+
+    return not full_table and EXPECTED_VERDICT.get(decoder.removeprefix(MUTANT_PREFIX)) == "caught"
+
+
+def run_decoder(
+    decoder: str, suites: Sequence[str], run_dir: Path, options: Sequence[str], full_table: bool = False
+) -> DecoderRun:
     """Run the suites on one decoder in a fresh process with one torch thread."""
     junit = run_dir / f"junit-{decoder.replace(':', '-')}.xml"
-    command = pytest_command(decoder, suites, junit, options)
+    command = pytest_command(
+        decoder, suite_order(decoder, suites), junit, options, stops_at_first_catch(decoder, full_table)
+    )
     log = run_dir / f"log-{decoder.replace(':', '-')}.txt"
     environment = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     started = time.perf_counter()
     with log.open("w") as output:
-        code = subprocess.call(command, stdout=output, stderr=subprocess.STDOUT, env=environment)
+        code = subprocess.call(command, stdout=output, stderr=subprocess.STDOUT, env=environment, cwd=REPO_ROOT)
     elapsed = time.perf_counter() - started
     return DecoderRun(decoder, read_cells(junit, suites, decoder == CORRECT_DECODER), code, elapsed, command)
 
@@ -110,12 +144,13 @@ def run_catalogue(
     options: Sequence[str] = (),
     workers: int = 2,
     progress: Callable[[DecoderRun], None] | None = None,
+    full_table: bool = False,
 ) -> list[DecoderRun]:
     """Every decoder through every suite, `workers` processes at a time; results in the order given."""
     run_dir.mkdir(parents=True, exist_ok=True)
 
     def one(decoder: str) -> DecoderRun:
-        result = run_decoder(decoder, suites, run_dir, options)
+        result = run_decoder(decoder, suites, run_dir, options, full_table)
         if progress is not None:
             progress(result)
         return result
@@ -124,7 +159,9 @@ def run_catalogue(
         return list(pool.map(one, decoders))
 
 
-def catalogue_table(runs: Sequence[DecoderRun], suites: Sequence[str], elapsed_s: float) -> dict:
+def catalogue_table(
+    runs: Sequence[DecoderRun], suites: Sequence[str], elapsed_s: float, full_table: bool = False
+) -> dict:
     """The report's `mutants` section: mutant x suite, the score over mutants expected to be caught, and
     whether the correct decoder and the exact controls passed every suite."""
     from harness.mutants import EXPECTED_VERDICT, MUTANT_PREFIX, MUTANTS
@@ -151,6 +188,7 @@ def catalogue_table(runs: Sequence[DecoderRun], suites: Sequence[str], elapsed_s
         )
     scored = [row for row in rows if row["expected"] == "caught"]
     return {
+        "mode": "full table" if full_table else "first catch",
         "suites": list(suites),
         "rows": rows,
         "score": sum(row["caught"] for row in scored) / len(scored) if scored else float("nan"),
@@ -185,7 +223,7 @@ def format_table(table: dict) -> str:
         cells = "".join(f"{row['cells'][suite]:>12}" for suite in suites)
         lines.append(f"{row['mutant']:<{width}}  {cells}{row['expected']:>18}{mark}")
     lines.append(
-        f"mutation score {table['caught']}/{table['scored']} = {table['score']:.0%} "
+        f"[{table['mode']}] mutation score {table['caught']}/{table['scored']} = {table['score']:.0%} "
         f"(mutants expected to be caught); correct decoder passes everything: {table['correct_passes']}; "
         f"controls as expected: {table['controls_pass']}; {table['elapsed_s']:.0f}s"
     )

@@ -6,13 +6,16 @@ to pytest-xdist workers; each test's seed is derived from it and the test's node
 
 from __future__ import annotations
 
+import os
 import random
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from hypothesis import settings
 
+from harness.budget import BUDGETS, DEFAULT_BUDGET
 from harness.paths import DEFAULT_MODEL, DEFAULT_PROMPTS, FIXTURE_MODELS, SUITES
 from harness.seeds import derive_seed
 
@@ -67,6 +70,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="also run tests marked slow (e.g. the sampling calibration); they run anyway when -m names 'slow'",
     )
     group.addoption(
+        "--harness-stop-on-catch",
+        action="store_true",
+        help="stop the whole run at the first test that fails on an assertion (crashes do not stop it): "
+        "the mutation catalogue's quick mode only needs one catching suite per mutant",
+    )
+    group.addoption(
+        "--harness-budget",
+        default=DEFAULT_BUDGET,
+        choices=sorted(BUDGETS),
+        help="smoke | ci | full: scales sampling N and Hypothesis examples (default ci; see harness.budget). "
+        "MTP_HARNESS_HYPOTHESIS_PROFILE, when set, still picks the Hypothesis profile.",
+    )
+    group.addoption(
         "--harness-stop-suite-on-catch",
         action="store_true",
         help="after the first test of a suite (greedy, sampling, invariants) fails on an assertion, skip that "
@@ -93,6 +109,8 @@ def pytest_configure(config: pytest.Config) -> None:
     for name, description in MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {description}")
     config.stash[_SEED] = _session_seed(config)
+    budget = BUDGETS[config.getoption("--harness-budget")]
+    settings.load_profile(os.environ.get("MTP_HARNESS_HYPOTHESIS_PROFILE", budget.hypothesis_profile))
     report = config.getoption("--harness-report")
     if report and getattr(config, "workerinput", None) is None:
         from harness.recorder import Recorder, pytest_run_header, run_directory
@@ -198,9 +216,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):  # noqa
         and report.failed
         and call.excinfo is not None
         and call.excinfo.errisinstance(CATCH_EXCEPTIONS)
-        and item.config.getoption("--harness-stop-suite-on-catch")
     ):
-        item.config.stash.setdefault(_CAUGHT, set()).add(suite_of(item))
+        if item.config.getoption("--harness-stop-suite-on-catch"):
+            item.config.stash.setdefault(_CAUGHT, set()).add(suite_of(item))
+        if item.config.getoption("--harness-stop-on-catch"):
+            item.session.shouldstop = f"mtp-harness: {item.nodeid} caught the decoder (--harness-stop-on-catch)"
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

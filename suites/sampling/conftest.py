@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from harness.budget import BUDGETS
 from harness.sampling_cases import (
     LawOutcome,
     PitOutcome,
@@ -22,16 +23,17 @@ from harness.stats import FAMILY_ALPHA, POWER, holm, min_detectable_tv, sample_s
 from harness.target_law import OTHER
 
 CASES = {case.id: case for case in case_grid()}
-TV_TARGET = {"ci": 0.05, "nightly": 0.02}
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.getgroup("mtp-harness").addoption(
         "--sampling-tv",
         type=float,
-        default=TV_TARGET["ci"],
+        default=None,
         help="the total-variation shift each sampling case must detect with power 0.99 at the family alpha; "
-        f"sets N per case (default {TV_TARGET['ci']}; nightly {TV_TARGET['nightly']})",
+        "sets N per case (default: the budget's, "
+        + ", ".join(f"{name} {budget.sampling_tv}" for name, budget in BUDGETS.items())
+        + ")",
     )
 
 
@@ -50,7 +52,7 @@ class SamplingFamily:
     def __init__(self, config, session, decoder, bundle, prompts):
         self.decoder, self.bundle = decoder, bundle
         self.prompts = {p.id: p for p in prompts}
-        self.tv = config.getoption("--sampling-tv")
+        self.tv = config.getoption("--sampling-tv") or BUDGETS[config.getoption("--harness-budget")].sampling_tv
         self.selected = [
             item.callspec.params["case"]
             for item in session.items

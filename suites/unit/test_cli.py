@@ -25,3 +25,47 @@ def test_bench_reports_throughput_acceptance_and_head_cost_as_json(capsys):
     assert result["speedup"] == result["mtp_samples_per_second"] / result["transformers_samples_per_second"]
     assert 1.0 <= result["tokens_per_pass"] <= 3.0 and 0.0 <= result["accepted_drafts_per_pass"] <= 2.0
     assert result["head_cost_vs_verify_pass"] > 0
+
+
+def test_the_catalogue_table_scores_caught_mutants_and_requires_the_controls_to_pass(tmp_path):
+    from harness.mutation_run import catalogue_table, format_table, run_catalogue
+
+    decoders = ["mtp", "mutant:commit-heads-unverified", "mutant:no-bonus"]
+    options = ["-k", "natural_drafts_reproduce"]  # a slice of the greedy suite keeps this test short
+    runs = run_catalogue(decoders, ["greedy"], tmp_path, options, workers=2)
+    table = catalogue_table(runs, ["greedy"], 1.0)
+    assert table["correct_decoder"] == {"greedy": "passed"} and table["correct_passes"]
+    rows = {row["mutant"]: row for row in table["rows"]}
+    assert rows["commit-heads-unverified"]["cells"] == {"greedy": "caught"}
+    assert rows["no-bonus"]["cells"] == {"greedy": "not caught"} and rows["no-bonus"]["expected"] == "exact"
+    assert table["score"] == 1.0 and table["scored"] == 1 and table["controls_pass"]
+    assert "mutation score 1/1 = 100%" in format_table(table)
+    assert "test_natural_drafts" in rows["commit-heads-unverified"]["first_failure"]["greedy"]
+
+
+def test_the_nightly_job_runs_suites_then_catalogue_at_its_budget_and_merges_the_reports(tmp_path):
+    from harness.nightly import catalogue_arguments, merge_catalogue, suites_command
+    from harness.report import write_report
+
+    command = suites_command("smoke", "mtp", "tiny-mimo", "cpu", "float32", 2, tmp_path / "run")
+    assert "--harness-budget=smoke" in command and "--dtype=float32" in command
+    assert command[command.index("-m") + 1] == "greedy or sampling or invariants or gpu"
+    smoke = catalogue_arguments("smoke", "tiny-mimo", "cpu", "float32", 2, tmp_path / "cat")
+    assert smoke.count("--mutant") == 4 and "--full-table" not in smoke and "--budget=smoke" in smoke
+    full = catalogue_arguments("full", "tiny-mimo", "cuda", "bfloat16", 2, tmp_path / "cat")
+    assert "--mutant" not in full and "--full-table" in full and "--efficiency" in full
+    run = {"run_id": "r", "status": "complete"}
+    write_report({"schema": 1, "run": run, "cases": [], "acceptance": None, "mutants": None}, tmp_path / "run")
+    table = {
+        "mode": "first catch",
+        "suites": ["greedy"],
+        "rows": [],
+        "score": 1.0,
+        "correct_decoder": {},
+        "correct_passes": True,
+        "elapsed_s": 1.0,
+        "efficiency": None,
+    }
+    write_report({"schema": 1, "run": run, "cases": [], "acceptance": None, "mutants": table}, tmp_path / "cat")
+    merge_catalogue(tmp_path / "run", tmp_path / "cat")
+    assert json.loads((tmp_path / "run" / "results.json").read_text())["mutants"]["mode"] == "first catch"

@@ -1,0 +1,38 @@
+"""Run budgets: one knob that scales the sample sizes, the Hypothesis examples and the mutation catalogue,
+so the same session is a few-minute smoke on a CPU and a full run on a GPU runner.
+
+    smoke   Hypothesis 10 examples, sampling N for a TV shift of 0.08, four mutants (one per suite + control)
+    ci      Hypothesis 25 examples, TV 0.05 (every commit; the default)
+    full    Hypothesis 400 examples, TV 0.02, every mutant, with the statistical-efficiency measurement
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hypothesis import HealthCheck, settings
+
+
+@dataclass(frozen=True)
+class Budget:
+    name: str
+    hypothesis_profile: str
+    sampling_tv: float
+    mutants: tuple[str, ...] | None  # None: the whole catalogue
+    efficiency: bool
+
+
+BUDGETS = {
+    "smoke": Budget(
+        "smoke", "smoke", 0.08, ("commit-heads-unverified", "no-mtp-rollback", "residual-from-p", "no-bonus"), False
+    ),
+    "ci": Budget("ci", "ci", 0.05, None, False),
+    "full": Budget("full", "nightly", 0.02, None, True),
+}
+DEFAULT_BUDGET = "ci"
+
+settings.register_profile("smoke", max_examples=10, deadline=None, derandomize=True)
+settings.register_profile("ci", max_examples=25, deadline=None, derandomize=True)
+settings.register_profile(
+    "nightly", max_examples=400, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+)
