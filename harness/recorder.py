@@ -28,6 +28,7 @@ RECORDS = ("divergence", "sampling", "invariants", "acceptance")
 PARTIAL_EVERY_S = 20.0
 UNFINISHED = "unfinished"  # set up but no call report yet (running, or interrupted): left out of the results
 MESSAGE_LIMIT = 4000
+XDIST_GROUP_SUFFIX = re.compile(r"@[^\[\]@/:]+$")  # `--dist loadgroup` appends "@<group>" to node ids
 XDIST_WORKER_LINE = re.compile(r"^\[gw\d+\] [^\n]*\n")  # "[gw0] linux -- Python ...": which worker, not what failed
 
 
@@ -71,7 +72,8 @@ class Recorder:
     # --- collecting ---------------------------------------------------------------------------------------
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        case = self.cases.setdefault(report.nodeid, self._new_case(report.nodeid))
+        nodeid = XDIST_GROUP_SUFFIX.sub("", report.nodeid)
+        case = self.cases.setdefault(nodeid, self._new_case(nodeid))
         case["duration_s"] = round(float(case["duration_s"]) + report.duration, 4)
         for name, value in report.user_properties:
             key = name.removeprefix(RECORD_PREFIX)

@@ -69,7 +69,7 @@ def test_results_record_every_case_with_its_structured_record(pytester, tmp_path
 
 def test_the_report_is_the_same_with_and_without_xdist(pytester, tmp_path):
     run_selection(pytester, tmp_path / "serial")
-    run_selection(pytester, tmp_path / "xdist", "-n", "2")
+    run_selection(pytester, tmp_path / "xdist", "-n", "2", "--dist", "loadgroup")
     serial = json.loads((tmp_path / "serial" / "results.json").read_text())
     parallel = json.loads((tmp_path / "xdist" / "results.json").read_text())
     assert parallel["run"]["workers"] == 2 and serial["run"]["workers"] == 0
