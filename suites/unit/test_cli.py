@@ -54,7 +54,24 @@ def test_the_nightly_job_runs_suites_then_catalogue_at_its_budget_and_merges_the
     assert smoke.count("--mutant") == 4 and "--full-table" not in smoke and "--budget=smoke" in smoke
     full = catalogue_arguments("full", "tiny-mimo", "cuda", "bfloat16", 2, tmp_path / "cat")
     assert "--mutant" not in full and "--full-table" in full and "--efficiency" in full
-    run = {"run_id": "r", "status": "complete"}
+    run = {
+        "run_id": "r",
+        "started": "2026-11-29T00:00:00",
+        "finished": None,
+        "status": "complete",
+        "exit_status": 0,
+        "session_seed": 1,
+        "decoder": "mtp",
+        "model": "m",
+        "device": "cpu",
+        "dtype": "float32",
+        "git_commit": None,
+        "torch": "2",
+        "transformers": "5",
+        "python": "3.11",
+        "command": "c",
+        "workers": 0,
+    }
     write_report({"schema": 1, "run": run, "cases": [], "acceptance": None, "mutants": None}, tmp_path / "run")
     table = {
         "mode": "first catch",
