@@ -71,6 +71,7 @@ def accept_everything(
 
 @mutant("commit-heads-unverified", "greedy")
 def commit_heads_unverified(bundle: ModelBundle) -> MTPDecoder:
+    """Bug class 1: the MTP heads' drafts are committed without verification (see accept_everything)."""
     return MTPDecoder(bundle, greedy_rule=accept_everything, sampling_rule=accept_everything)
 
 
@@ -95,6 +96,7 @@ def keep_stale_drafts(rule: Callable) -> Callable:
 
 @mutant("stale-drafts-after-reject", "greedy")
 def stale_drafts_after_reject(bundle: ModelBundle) -> MTPDecoder:
+    """Bug class 2: drafts after a rejected one are kept, from a continuation that never happened."""
     return MTPDecoder(
         bundle, greedy_rule=keep_stale_drafts(greedy_accept), sampling_rule=keep_stale_drafts(speculative_accept)
     )
@@ -166,6 +168,7 @@ def drop_the_bonus(
 
 @mutant("no-bonus", "sampling", expected="exact")
 def no_bonus(bundle: ModelBundle) -> MTPDecoder:
+    """Bug class 11, control: no bonus token after k accepted drafts; slower, still exact (see drop_the_bonus)."""
     return MTPDecoder(bundle, sampling_rule=drop_the_bonus)
 
 
@@ -180,6 +183,7 @@ def _unprocessed_q(q: torch.Tensor, logits: torch.Tensor, sampling: SamplingConf
 
 @mutant("unprocessed-q", "sampling")
 def unprocessed_q(bundle: ModelBundle) -> MTPDecoder:
+    """Bug class 9 (vLLM 9834, transformers 47932): drafts sampled from processed q, verified against raw q."""
     return MTPDecoder(bundle, draft_law=_unprocessed_q)
 
 
@@ -195,6 +199,7 @@ def _softmax_q_for_greedy_draft(
 
 @mutant("softmax-q-for-greedy-draft", "sampling")
 def softmax_q_for_greedy_draft(bundle: ModelBundle) -> MTPDecoder:
+    """Bug class 8 (transformers 32867): an argmax draft verified with the head's softmax as q."""
     return MTPDecoder(bundle, draft_law=_softmax_q_for_greedy_draft)
 
 
@@ -208,6 +213,7 @@ class NoTargetRollback(CacheManager):
 
 @mutant("no-target-rollback", "invariants")
 def no_target_rollback(bundle: ModelBundle) -> MTPDecoder:
+    """Bug class 3 (vLLM PR 56734): rejected drafts stay in the target KV cache."""
     return MTPDecoder(bundle, cache_manager=NoTargetRollback())
 
 
@@ -222,6 +228,7 @@ class PositionsAdvancedByDraftLength(CacheManager):
 
 @mutant("position-offset", "invariants")
 def position_offset(bundle: ModelBundle) -> MTPDecoder:
+    """Bug class 5 (vLLM 54498): positions advance by k+1 per pass, not by the committed tokens."""
     return MTPDecoder(bundle, cache_manager=PositionsAdvancedByDraftLength())
 
 
@@ -236,6 +243,7 @@ class NoMTPRollback(MTPProposer):
 
 @mutant("no-mtp-rollback", "invariants")
 def no_mtp_rollback(bundle: ModelBundle) -> MTPDecoder:
+    """Bug class 4 (vLLM 14649): rejected drafts stay in the MTP depths' own KV caches."""
     return MTPDecoder(bundle, proposer=NoMTPRollback)
 
 
@@ -249,6 +257,7 @@ class StaleMTPHidden(MTPProposer):
 
 @mutant("stale-mtp-hidden", "invariants")
 def stale_mtp_hidden(bundle: ModelBundle) -> MTPDecoder:
+    """Bug class 4 (vLLM PR 33561 review): the hidden state handed between depths is one index late."""
     return MTPDecoder(bundle, proposer=StaleMTPHidden)
 
 
@@ -267,6 +276,7 @@ def stop_at_eos_only_at_the_end(
 
 @mutant("eos-ignored", "greedy")
 def eos_ignored(bundle: ModelBundle) -> MTPDecoder:
+    """Bug class 12 (SGLang 31599): EOS inside an accepted run of drafts is not honoured."""
     return MTPDecoder(bundle, stop_rule=stop_at_eos_only_at_the_end)
 
 
@@ -280,6 +290,7 @@ def commit_the_whole_accepted_block(
 
 @mutant("max-tokens-overshoot", "greedy")
 def max_tokens_overshoot(bundle: ModelBundle) -> MTPDecoder:
+    """Bug class 13: the accepted block is committed whole, past max_new_tokens."""
     return MTPDecoder(bundle, stop_rule=commit_the_whole_accepted_block)
 
 
@@ -299,6 +310,7 @@ def one_uniform_for_every_draft(rule: Callable) -> Callable:
 
 @mutant("shared-uniform", "sampling")
 def shared_uniform(bundle: ModelBundle) -> MTPDecoder:
+    """Bug class 10: one uniform tests every draft of a pass (correlated acceptances)."""
     return MTPDecoder(bundle, sampling_rule=one_uniform_for_every_draft(speculative_accept))
 
 
@@ -322,6 +334,7 @@ def typical_acceptance(
 
 @mutant("typical-acceptance", "sampling")
 def typical_acceptance_mutant(bundle: ModelBundle) -> MTPDecoder:
+    """Bug class 15 (Medusa, TensorRT-LLM relaxed acceptance): threshold acceptance, lossy by design."""
     return MTPDecoder(bundle, sampling_rule=typical_acceptance)
 
 

@@ -20,6 +20,7 @@ CATCHING_CASE = {
     "bonus-wrong-position": "T1.0-nofilter-k1-greedy-natural-02",
     "shared-uniform": "T1.3-nofilter-k2-greedy-natural-02",
     "typical-acceptance": "T1.0-nofilter-k1-greedy-natural-02",
+    "bf16-tail-truncation": "T0.7-nofilter-k2-greedy-natural-02",
 }
 
 
