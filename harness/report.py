@@ -111,7 +111,7 @@ def _g(value: float | None, digits: int = 3) -> str:
 
 def _table(rows: list[dict[str, Any]], columns: list[str], css_class: str) -> Markup:
     """A pandas HTML table of pre-formatted cells; pandas escapes every cell (escape=True)."""
-    frame = pd.DataFrame(rows, columns=columns).fillna(MISSING).astype(str)
+    frame = pd.DataFrame(rows, columns=columns).astype(object).fillna(MISSING).astype(str)
     return Markup(frame.to_html(escape=True, index=False, classes=css_class, border=0))
 
 
