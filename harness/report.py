@@ -417,22 +417,31 @@ def _acceptance_section(acceptance: dict | None) -> dict[str, Any] | None:
 
 
 def _mutants_section(mutants: dict | None) -> dict[str, Any] | None:
+    """The mutant x suite table; the score counts the mutants meant to be caught (controls must pass)."""
     if mutants is None:
         return None
     suites = mutants["suites"]
     rows = [
-        {"mutant": row["mutant"], "models": row["models"], **row["cells"], "caught": "yes" if row["caught"] else "NO"}
+        {
+            "mutant": row["mutant"],
+            "models": row["models"],
+            **row["cells"],
+            "expected": row.get("expected", "caught"),
+            "as expected": "yes" if row.get("as_expected", row["caught"]) else "NO",
+        }
         for row in mutants["rows"]
     ]
     correct = {"mutant": "correct decoder", "models": "(no bug: must pass)", **mutants["correct_decoder"]}
-    rows.append({**correct, "caught": "passes" if mutants["correct_passes"] else "FAILS"})
-    caught = sum(row["caught"] for row in mutants["rows"])
+    rows.append({**correct, "expected": "passes", "as expected": "yes" if mutants["correct_passes"] else "NO"})
+    scored = [row for row in mutants["rows"] if row.get("expected", "caught") == "caught"]
     return {
         "m": mutants,
-        "table": _table(rows, ["mutant", "models", *suites, "caught"], "mutants"),
+        "table": _table(rows, ["mutant", "models", *suites, "expected", "as expected"], "mutants"),
         "score": f"{mutants['score']:.0%}",
-        "caught": caught,
-        "total": len(mutants["rows"]),
+        "caught": sum(row["caught"] for row in scored),
+        "total": len(scored),
+        "controls": len(mutants["rows"]) - len(scored),
+        "mode": mutants.get("mode", "full table"),
         "efficiency": _efficiency_table(mutants["efficiency"]) if mutants["efficiency"] else None,
     }
 

@@ -367,7 +367,7 @@ def test_invariants_acceptance_and_mutants_sections(page):
     assert "2.300 tokens per pass" in acceptance and "0.12×" in acceptance
     assert '<table class="dataframe fidelity">' in acceptance and "drafts, not target samples" in acceptance
     mutants = section(page, "mutants")
-    assert "mutation score 50% (1 of 2 caught)" in mutants
+    assert "mutation score 50% (1 of the 2 mutants meant to be caught; 0 controls must pass)" in mutants
     assert "correct decoder" in mutants and "not caught" in mutants
     assert '<table class="dataframe efficiency">' in mutants
 
