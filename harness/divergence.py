@@ -23,6 +23,10 @@ NEAR_TIE_TOLERANCE = {
 }
 
 
+class NearTieWarning(UserWarning):
+    """A greedy divergence at a numerical near-tie (bf16/fp16): reported, not failed."""
+
+
 @dataclass(frozen=True)
 class Divergence:
     """The first place where the decoder's tokens differ from the reference's."""

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from harness.api import DecodeRequest, DecodeResult, SamplingConfig
-from harness.divergence import Divergence, classify, top2_margins
+from harness.divergence import Divergence, NearTieWarning, classify, top2_margins
 from harness.models import ModelBundle
 from harness.plugin import bundle_for
 from harness.prompts import Prompt, load_prompts
@@ -35,10 +35,6 @@ DEVICE = "cuda"
 # logits of magnitude ~10 (~1e-6 each); a greedy token may flip only where the top-2 margin is below that.
 # 1e-3 leaves a wide safety factor: a divergence at a larger margin is a bug, not rounding.
 FLOAT32_KERNEL_TIE = 1e-3
-
-
-class NearTieWarning(UserWarning):
-    """A greedy divergence at a numerical near-tie: reported, not failed."""
 
 
 def greedy_requests(bundle: ModelBundle, prompts: Sequence[Prompt], **fields: object) -> list[DecodeRequest]:

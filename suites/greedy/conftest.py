@@ -10,16 +10,12 @@ import pytest
 import torch
 
 from harness.api import DecodeRequest, DecodeResult
-from harness.divergence import Divergence, classify, top2_margins
+from harness.divergence import Divergence, NearTieWarning, classify, top2_margins
 from harness.models import ModelBundle
 from harness.plugin import bundle_for
 from harness.prompts import Prompt
 from harness.target_decoder import TargetOnlyDecoder
 from harness.teacher_forcing import target_forward
-
-
-class NearTieWarning(UserWarning):
-    """A greedy divergence at a numerical near-tie (bf16/fp16): reported, not failed."""
 
 
 @dataclass(frozen=True)
