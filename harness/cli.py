@@ -213,12 +213,14 @@ def mutants(args: argparse.Namespace) -> int:
     started, started_at = time.perf_counter(), time.strftime("%Y-%m-%dT%H:%M:%S")
     runs = run_catalogue(decoders, suites, run_dir, options, args.workers, progress, args.full_table)
     table = catalogue_table(runs, suites, time.perf_counter() - started, args.full_table)
+    passed = table["score"] == 1.0 and table["correct_passes"] and table["controls_pass"]
+    index = write_catalogue_report(args, run_dir, table, passed, started_at)  # kept if what follows fails
     if args.efficiency:
         from harness.efficiency import efficiency_rows
 
+        print("mtp-harness mutants: measuring the sampling suite's efficiency on each mutant it caught", flush=True)
         table["efficiency"] = efficiency_rows(table, args.model, args.device, args.dtype)
-    passed = table["score"] == 1.0 and table["correct_passes"] and table["controls_pass"]
-    index = write_catalogue_report(args, run_dir, table, passed, started_at)
+        index = write_catalogue_report(args, run_dir, table, passed, started_at)
     print(json.dumps(table, indent=2) if args.json else format_table(table))
     print(f"mtp-harness mutants: report {index}")
     return 0 if passed else 1

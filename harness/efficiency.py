@@ -80,7 +80,12 @@ def ideal_sample_sizes(p: np.ndarray, r: np.ndarray, n_r: int, alpha: float) -> 
     def power_gap(n: float) -> float:
         return stats.ncx2.sf(critical, df, n * divergence) - 0.5
 
-    n_chi2 = math.ceil(optimize.brentq(power_gap, 1.0, 1e12)) if power_gap(1e12) > 0 else 10**12
+    if power_gap(1.0) >= 0:  # one sample already rejects half the time
+        n_chi2 = 1
+    elif power_gap(1e12) <= 0:  # no detectable shift
+        n_chi2 = 10**12
+    else:
+        n_chi2 = math.ceil(optimize.brentq(power_gap, 1.0, 1e12))
     return n_lr, n_chi2
 
 
@@ -136,7 +141,11 @@ def efficiency_rows(table: dict, model: str, device: str, dtype: str | None) -> 
         found = CASE_IN_NODEID.search(row["first_failure"].get("sampling", "") or "")
         if row["cells"].get("sampling") != "caught" or not found or found.group(1) not in law_cases:
             continue
-        result = asdict(measure(row["mutant"], found.group(1), bundle, family_size))
+        try:
+            result = asdict(measure(row["mutant"], found.group(1), bundle, family_size))
+        except Exception as error:  # one mutant's failure must not lose the others' figures
+            rows.append({"mutant": row["mutant"], "case": found.group(1), "error": f"{type(error).__name__}: {error}"})
+            continue
         result["streams"] = list(result["streams"])
         rows.append(result)
     return rows

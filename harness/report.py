@@ -447,18 +447,24 @@ def _mutants_section(mutants: dict | None) -> dict[str, Any] | None:
 
 
 def _efficiency_table(efficiency: list[dict]) -> Markup:
+    def number(e: dict, key: str) -> object:
+        return MISSING if e.get(key) is None else e[key]
+
     rows = [
         {
             "mutant": e["mutant"],
             "case": e["case"],
-            "first rejection N": MISSING if e["first_rejection_n"] is None else e["first_rejection_n"],
-            "ideal LR N": e["ideal_lr_n"],
-            "ideal chi-square N": e["ideal_chi2_n"],
-            "ratio": _g(e["ratio"]),
-            "TV": _g(e["tv"]),
-            "KL": _g(e["kl"]),
+            "first rejection N": number(e, "first_rejection_n"),
+            "ideal LR N": number(e, "ideal_lr_n"),
+            "ideal chi-square N": number(e, "ideal_chi2_n"),
+            "ratio": _g(e.get("ratio")),
+            "TV": _g(e.get("tv")),
+            "KL": _g(e.get("kl")),
+            "error": e.get("error", ""),
         }
         for e in efficiency
     ]
     columns = ["mutant", "case", "first rejection N", "ideal LR N", "ideal chi-square N", "ratio", "TV", "KL"]
+    if any(row["error"] for row in rows):
+        columns.append("error")
     return _table(rows, columns, "efficiency")

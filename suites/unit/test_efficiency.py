@@ -39,3 +39,9 @@ def test_the_scan_finds_the_first_rejection_of_a_shifted_stream():
     assert first is not None and first in prefix_lengths(4000) and 50 <= first < 4000
     exact = [list(law)[i] for i in rng.choice(3, size=4000, p=[0.5, 0.3, 0.2])]
     assert first_rejection(law, exact, 1e-3 / 46) is None
+
+
+def test_a_shift_one_sample_exposes_needs_one_sample():
+    p, r = np.array([0.98, 0.01, 0.01]), np.array([0.01, 0.01, 0.98])
+    n_lr, n_chi2 = ideal_sample_sizes(p, r, 10**6, 0.05)
+    assert n_chi2 == 1 and n_lr <= 3
