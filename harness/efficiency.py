@@ -12,6 +12,10 @@ stream's first rejection. The median over streams is set against two ideals at t
     the suite's own omnibus test (noncentral chi-square, df = cells - 1):
         N_chi2 solves P(ncx2(df, N d) > chi2_{1-alpha}(df)) = 1/2,  d = sum (r - p)^2 / p - (cells - 1) / n_r
 where the last term removes the estimation noise of r (n_r samples) from the plug-in chi-square divergence.
+The ratio reported is first rejection / max(N_LR, FIRST_PREFIX): the scan's first look is at FIRST_PREFIX.
+Note the observed figure is a first crossing over many looks (optional stopping makes it earlier than a
+fixed-N test's median), and the ideals use cells pooled for all the streams' samples (finer than the
+suite's cells at small N).
 """
 
 from __future__ import annotations
@@ -43,7 +47,7 @@ class Efficiency:
     first_rejection_n: int | None  # median over streams; None when a stream never rejected
     ideal_lr_n: int
     ideal_chi2_n: int
-    ratio: float | None  # first_rejection_n / ideal_lr_n
+    ratio: float | None  # first_rejection_n / max(ideal_lr_n, FIRST_PREFIX)
     tv: float
     kl: float
     streams: tuple[int | None, ...]
@@ -121,7 +125,8 @@ def measure(mutant: str, case_id: str, bundle: ModelBundle, family_size: int) ->
     total = STREAMS * stream_length
     p, r, tv, kl = estimate(law, streams, total)
     n_lr, n_chi2 = ideal_sample_sizes(p, r, total, alpha)
-    ratio = observed / n_lr if observed is not None else None
+    # the scan starts at FIRST_PREFIX samples: an ideal below that is compared with the first look
+    ratio = observed / max(n_lr, FIRST_PREFIX) if observed is not None else None
     return Efficiency(mutant, case_id, observed, n_lr, n_chi2, ratio, tv, kl, firsts)
 
 
