@@ -8,3 +8,11 @@ DEFAULT_PROMPTS = REPO_ROOT / "fixtures" / "prompts.json"
 DEFAULT_MODEL = FIXTURE_MODELS / "tiny-deepseek-v3"
 SUITES = REPO_ROOT / "suites"
 REPORTS = REPO_ROOT / "reports"
+
+
+def suite_of(nodeid: str) -> str:
+    """The suite a test belongs to: its directory under suites/ (greedy, sampling, ...), else its top directory."""
+    parts = nodeid.split("::")[0].split("/")
+    if SUITES.name in parts[:-2]:
+        return parts[parts.index(SUITES.name) + 1]
+    return parts[0]

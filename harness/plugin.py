@@ -16,7 +16,7 @@ import pytest
 from hypothesis import settings
 
 from harness.budget import BUDGETS, DEFAULT_BUDGET
-from harness.paths import DEFAULT_MODEL, DEFAULT_PROMPTS, FIXTURE_MODELS, SUITES
+from harness.paths import DEFAULT_MODEL, DEFAULT_PROMPTS, FIXTURE_MODELS, suite_of
 from harness.seeds import derive_seed
 
 if TYPE_CHECKING:  # torch and transformers load lazily: a plain `pytest --help` stays fast
@@ -195,14 +195,6 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("prompt", prompts, ids=[p.id for p in prompts])
 
 
-def suite_of(item: pytest.Item) -> str:
-    """The suite a test belongs to: its directory under suites/ (or its top directory elsewhere)."""
-    try:
-        return item.path.relative_to(SUITES).parts[0]
-    except ValueError:
-        return item.path.parent.name
-
-
 _CAUGHT = pytest.StashKey[set[str]]()
 CATCH_EXCEPTIONS = (AssertionError, pytest.fail.Exception)  # an assertion fired: not a crash
 
@@ -218,7 +210,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):  # noqa
         and call.excinfo.errisinstance(CATCH_EXCEPTIONS)
     ):
         if item.config.getoption("--harness-stop-suite-on-catch"):
-            item.config.stash.setdefault(_CAUGHT, set()).add(suite_of(item))
+            item.config.stash.setdefault(_CAUGHT, set()).add(suite_of(item.nodeid))
         if item.config.getoption("--harness-stop-on-catch"):
             item.session.shouldstop = f"mtp-harness: {item.nodeid} caught the decoder (--harness-stop-on-catch)"
 
@@ -229,8 +221,9 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
         params = {name: str(getattr(value, "id", value)) for name, value in item.callspec.params.items()}
         item.user_properties.append(("mtp_harness.params", json.dumps(params)))
-    if suite_of(item) in item.config.stash.get(_CAUGHT, set()):
-        pytest.skip(f"suite {suite_of(item)!r} already caught this decoder (--harness-stop-suite-on-catch)")
+    suite = suite_of(item.nodeid)
+    if suite in item.config.stash.get(_CAUGHT, set()):
+        pytest.skip(f"suite {suite!r} already caught this decoder (--harness-stop-suite-on-catch)")
 
 
 @pytest.fixture(scope="session")

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.paths import REPO_ROOT, REPORTS, SUITES
+from harness.paths import REPO_ROOT, REPORTS, suite_of
 
 RECORD_PREFIX = "mtp_harness."
 RECORDS = ("divergence", "sampling", "invariants", "acceptance")
@@ -37,11 +37,6 @@ def run_directory(option: str) -> Path:
     if option == "auto":
         return REPORTS / datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     return Path(option)
-
-
-def suite_of_nodeid(nodeid: str) -> str:
-    parts = nodeid.split("::")[0].split("/")
-    return parts[1] if len(parts) > 2 and parts[0] == SUITES.name else parts[0]
 
 
 def git_commit() -> str | None:
@@ -87,7 +82,7 @@ class Recorder:
     def _new_case(self, nodeid: str) -> dict[str, object]:
         return {
             "nodeid": nodeid,
-            "suite": suite_of_nodeid(nodeid),
+            "suite": suite_of(nodeid),
             "case": nodeid.split("::", 1)[-1],
             "decoder": self.header["decoder"],
             "model": self.header["model"],
