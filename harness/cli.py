@@ -214,6 +214,7 @@ def mutants(args: argparse.Namespace) -> int:
     runs = run_catalogue(decoders, suites, run_dir, options, args.workers, progress, args.full_table)
     table = catalogue_table(runs, suites, time.perf_counter() - started, args.full_table)
     passed = table["score"] == 1.0 and table["correct_passes"] and table["controls_pass"]
+    (run_dir / "mutants.json").write_text(json.dumps(table, indent=2))  # the table first: nothing below can lose it
     index = write_catalogue_report(args, run_dir, table, passed, started_at)  # kept if what follows fails
     if args.efficiency:
         from harness.efficiency import efficiency_rows
