@@ -86,3 +86,17 @@ def test_the_nightly_job_runs_suites_then_catalogue_at_its_budget_and_merges_the
     write_report({"schema": 1, "run": run, "cases": [], "acceptance": None, "mutants": table}, tmp_path / "cat")
     merge_catalogue(tmp_path / "run", tmp_path / "cat")
     assert json.loads((tmp_path / "run" / "results.json").read_text())["mutants"]["mode"] == "first catch"
+
+
+def test_run_with_the_mutants_suite_hands_the_catalogue_every_option_it_reads(monkeypatch):
+    import harness.cli as cli
+
+    received = {}
+    monkeypatch.setattr(cli, "mutants", lambda args: received.setdefault("args", args) and 0)
+    cli.main(["run", "--suite", "mutants", "-n", "3", "--dtype", "float32", "--budget", "smoke"])
+    args = received["args"]
+    wanted = ("mutant", "suite", "workers", "model", "device", "dtype", "harness_seed", "report_dir", "efficiency")
+    assert all(hasattr(args, name) for name in (*wanted, "json", "budget", "full_table"))
+    assert (args.workers, args.dtype, args.budget, args.full_table) == (3, "float32", "smoke", False)
+    parsed = cli.build_parser().parse_args(["mutants"])
+    assert set(vars(parsed)) - {"command"} <= set(vars(args)), "run --suite mutants must set every mutants option"
