@@ -14,7 +14,7 @@ from pathlib import Path
 
 from harness.budget import BUDGETS, DEFAULT_BUDGET
 from harness.mutation_run import CATALOGUE_SUITES
-from harness.paths import DEFAULT_MODEL, REPORTS, SUITES
+from harness.paths import DEFAULT_MODEL, REPORTS, SUITES, suite_of_junit
 
 SUITE_MARKERS = {
     "greedy": "greedy",
@@ -124,8 +124,7 @@ def summarize(junit: Path) -> dict[str, Counter]:
     """Outcome counts per suite (the directory under suites/) from a JUnit XML file."""
     per_suite: dict[str, Counter] = {}
     for case in ElementTree.parse(junit).iter("testcase"):
-        parts = case.get("classname", "").split(".")
-        suite = parts[1] if len(parts) > 2 and parts[0] == "suites" else parts[0]
+        suite = suite_of_junit(case.get("classname", ""))
         outcome = "passed"
         for child in case:
             if child.tag in ("failure", "error", "skipped"):

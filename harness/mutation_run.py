@@ -23,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from harness.paths import REPO_ROOT, SUITES
+from harness.paths import REPO_ROOT, SUITES, suite_of_junit
 
 CATALOGUE_SUITES = ("greedy", "invariants", "sampling")
 CORRECT_DECODER = "mtp"
@@ -82,9 +82,9 @@ def read_cells(junit: Path, suites: Sequence[str], correct: bool) -> dict[str, C
     cases: dict[str, list[ElementTree.Element]] = {suite: [] for suite in suites}
     if junit.is_file():
         for case in ElementTree.parse(junit).iter("testcase"):
-            parts = case.get("classname", "").split(".")
-            if len(parts) > 1 and parts[0] == "suites" and parts[1] in cases:
-                cases[parts[1]].append(case)
+            suite = suite_of_junit(case.get("classname", ""))
+            if suite in cases:
+                cases[suite].append(case)
     return {suite: _cell(members, correct) for suite, members in cases.items()}
 
 

@@ -16,3 +16,8 @@ def suite_of(nodeid: str) -> str:
     if SUITES.name in parts[:-2]:
         return parts[parts.index(SUITES.name) + 1]
     return parts[0]
+
+
+def suite_of_junit(classname: str) -> str:
+    """The suite of a JUnit testcase classname (the test module's dotted path: suites.greedy.test_x)."""
+    return suite_of(classname.replace(".", "/"))
