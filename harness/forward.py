@@ -10,18 +10,24 @@ import torch
 from harness.models import ModelBundle
 from harness.mtp_depth import rotary_embeddings
 from harness.slots import SlotCache
+from harness.target_hidden import run_target_decoder
 
 
 def target_pass(
     bundle: ModelBundle, slots: SlotCache, token_ids: torch.Tensor, positions: torch.Tensor, valid: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Feed token_ids [B, Q] at positions [B, Q] -> (final-normed hidden [B, Q, H], logits [B, Q, V])."""
+    """Feed token_ids [B, Q] at positions [B, Q] -> (h^0 the MTP depths read [B, Q, H], logits [B, Q, V])."""
     mask = slots.attention_mask(positions, valid, bundle.dtype)
-    hidden = bundle.target.get_decoder()(
-        input_ids=token_ids, attention_mask=mask, position_ids=positions, cache=slots.cache, use_cache=True
-    ).last_hidden_state
+    hidden, normed = run_target_decoder(
+        bundle.target,
+        input_ids=token_ids,
+        attention_mask=mask,
+        position_ids=positions,
+        cache=slots.cache,
+        use_cache=True,
+    )
     slots.appended(positions, valid)
-    return hidden, bundle.target.get_output_embeddings()(hidden)
+    return hidden, bundle.target.get_output_embeddings()(normed)
 
 
 def depth_pass(

@@ -23,6 +23,7 @@ from transformers import DynamicCache
 
 from harness.api import PassSnapshot
 from harness.models import ModelBundle
+from harness.target_hidden import run_target_decoder
 from harness.teacher_forcing import mtp_hidden_states
 
 TOLERANCE = {torch.float64: 1e-10, torch.float32: 1e-4, torch.bfloat16: 5e-2, torch.float16: 1e-2}
@@ -79,7 +80,7 @@ def _fresh_state(bundle: ModelBundle, committed_ids: tuple[int, ...]) -> FreshSt
     with torch.no_grad():
         cache = DynamicCache()
         prefix = torch.tensor([committed_ids[:-1]], device=device)
-        h0 = decoder(input_ids=prefix, cache=cache, use_cache=True).last_hidden_state
+        h0, _ = run_target_decoder(bundle.target, input_ids=prefix, cache=cache, use_cache=True)
         target_cache = tuple((layer.keys[0], layer.values[0]) for layer in cache.layers)
         last = torch.tensor([[committed_ids[-1]]], device=device)
         position = torch.tensor([[len(committed_ids) - 1]], device=device)

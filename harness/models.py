@@ -19,10 +19,11 @@ from harness.attention import EXACT_ATTENTION
 from harness.checkpoint import SafetensorsCheckpoint, open_checkpoint
 from harness.errors import CheckpointError, HarnessError
 from harness.experts import fuse_experts
-from harness.layouts import DEEPSEEK_V3, LayoutMatch, depth_tensor_name, detect_layout
+from harness.layouts import DEEPSEEK_V3, MIMO, LayoutMatch, depth_tensor_name, detect_layout
 from harness.mtp_depth import build_depths
 from harness.numerics import use_float64_arithmetic
 from harness.quiet import quiet_transformers
+from harness.target_hidden import mark_pre_norm_reader
 
 DTYPES = {
     "float64": torch.float64,
@@ -106,6 +107,8 @@ def load_bundle(
     layout = detect_layout(checkpoint.tensor_names, config.num_hidden_layers)
     target = _load_target(directory, config, torch_dtype, attn_implementation).to(torch_device)
     depths = _load_depths(checkpoint, target, layout)
+    if layout.name == MIMO:
+        mark_pre_norm_reader(target)
     tokenizer = _load_tokenizer(directory, config)
     if torch_dtype == torch.float64:
         use_float64_arithmetic(target, depths)

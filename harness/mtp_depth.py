@@ -1,7 +1,8 @@
 """One MTP depth as a module, built from the target model's own decoder-layer class.
 
-Depth d (1-based) at sequence index i predicts token t_{i+d+1} from the hidden state h^{d-1}_i (the
-target's final-normed hidden state for d = 1, depth d-1's output otherwise) and the token t_{i+d}:
+Depth d (1-based) at sequence index i predicts token t_{i+d+1} from the hidden state h^{d-1}_i and the
+token t_{i+d}. h^0 is the target's hidden state (final-normed; MiMo: before the final norm, see
+harness/target_hidden.py), h^{d-1} for d > 1 depth d-1's output:
 
     x_i      = eh_proj([enorm(E(t_{i+d})); hnorm(h^{d-1}_i)])   # MiMo: [hnorm(h); enorm(E)]
     h^d_i    = final_norm(Block(x_i))                           # Block attends over depth d's own cache

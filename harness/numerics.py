@@ -44,7 +44,8 @@ def _deepseek_router_forward(self: nn.Module, hidden_states: torch.Tensor) -> tu
     return router_logits, topk_weights * self.routed_scaling_factor, topk_indices
 
 
-FLOAT64_FORWARDS = {"DeepseekV3TopkRouter": _deepseek_router_forward}
+# GLM-4.5 routes exactly as DeepSeek-V3 does (sigmoid scores, correction bias, grouped top-k)
+FLOAT64_FORWARDS = {"DeepseekV3TopkRouter": _deepseek_router_forward, "Glm4MoeTopkRouter": _deepseek_router_forward}
 
 
 def use_float64_arithmetic(*modules: nn.Module) -> int:

@@ -14,6 +14,7 @@ from transformers import PreTrainedModel
 from transformers.cache_utils import Cache
 
 from harness.mtp_depth import rotary_embeddings
+from harness.target_hidden import run_target_decoder
 
 
 def causal_mask(length: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
@@ -24,9 +25,9 @@ def causal_mask(length: int, dtype: torch.dtype, device: torch.device) -> torch.
 
 
 def target_forward(target: PreTrainedModel, token_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """token_ids [B, T] -> (final-normed hidden [B, T, H], logits [B, T, V])."""
-    hidden = target.get_decoder()(input_ids=token_ids, use_cache=False).last_hidden_state
-    return hidden, target.get_output_embeddings()(hidden)
+    """token_ids [B, T] -> (h^0 the MTP depths read [B, T, H], logits [B, T, V]) (harness/target_hidden.py)."""
+    hidden, normed = run_target_decoder(target, input_ids=token_ids, use_cache=False)
+    return hidden, target.get_output_embeddings()(normed)
 
 
 def mtp_hidden_states(
@@ -40,7 +41,8 @@ def mtp_hidden_states(
 
     Depth d (1-based) at index i reads t_{i+d} and h^{d-1}_i at position i + d and predicts t_{i+d+1}; it
     covers the indices where both exist: min(len(h^{d-1}), T - d). hidden: h^0 [B, n, H], the target's
-    final-normed hidden states. caches: one per depth, to keep each depth's KV (depth d writes layer d-1).
+    hidden states as the depths read them (harness/target_hidden.py). caches: one per depth, to keep each
+    depth's KV (depth d writes layer d-1).
     """
     length = token_ids.shape[1]
     outputs = []
