@@ -149,7 +149,11 @@ class DecodeResult:
 @runtime_checkable
 class Decoder(Protocol):
     """What the harness drives. Implementations must honour every DecodeRequest field or say which they
-    cannot in `unsupported` (field names), so suites that need them skip with that reason."""
+    cannot in `unsupported` (field names), so suites that need them skip with that reason.
+
+    Optional attributes: `unsupported` (field names), `drafts_from` (the first output position the decoder
+    drafts: 0 by default; 1 for an engine whose prefill samples the first token without drafts, as vLLM's),
+    `observer` (the inspection hook, see PassSnapshot)."""
 
     name: str
 
@@ -159,6 +163,12 @@ class Decoder(Protocol):
 def unsupported_fields(decoder: Decoder) -> frozenset[str]:
     """The request fields a decoder declares it cannot honour (attribute `unsupported`, default none)."""
     return frozenset(getattr(decoder, "unsupported", ()))
+
+
+def drafts_from(decoder: Decoder) -> int:
+    """The first output position `decoder` proposes drafts for (attribute `drafts_from`, default 0). Forced
+    drafts at earlier positions are never used: those positions come from passes without drafts."""
+    return int(getattr(decoder, "drafts_from", 0))
 
 
 # --- inspection hook ------------------------------------------------------------------------------------------
@@ -175,7 +185,7 @@ class PassSnapshot:
     verify_position_ids: position ids the verification pass used for its inputs.
     target_cache / target_positions: per layer, the cached tensors of the valid slots and each slot's position.
     mtp_caches / mtp_positions: the same for each MTP depth's own attention cache (one layer per depth).
-    mtp_hidden / mtp_hidden_start: per level e (0 = the target's final-normed hidden state, e >= 1 = depth e's
+    mtp_hidden / mtp_hidden_start: per level e (0 = the target's hidden state h^0 that depth 1 reads, e >= 1 = depth e's
         output), the committed hidden states h^e that depth e+1 has not consumed yet, for the indices
         starting at mtp_hidden_start[e] (index i = the position of the hidden state's own token).
     next_position: the position id the next pass will give its first input.

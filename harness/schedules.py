@@ -5,6 +5,10 @@ own token is accepted, one forced to a token the target does not choose (its run
 A pass starting at output position s drafts s..s+k-1; with the first rejection at r it commits
 reference[s..r] (accepted drafts, then the target's correction) and the next pass starts at r+1; with
 none it commits k drafts and the bonus token, and the next pass starts at s+k+1.
+
+A decoder drafts from output position `first` on (its `drafts_from`, harness.api.first_drafted_position):
+0 for the harness's decoders, 1 for an engine whose prefill samples the first token without drafts (vLLM).
+Positions before it are single-token passes without drafts; the schedules are laid out from `first`.
 """
 
 from __future__ import annotations
@@ -28,10 +32,12 @@ def forced_drafts(reference: Sequence[int], runner_up: Sequence[int], rejections
     return {i: (runner_up[i] if i in rejected else token) for i, token in enumerate(reference)}
 
 
-def expected_steps(length: int, k: int, rejections: Iterable[int]) -> list[ExpectedStep]:
-    """The passes a correct decoder makes over `length` reference tokens with every position forced."""
+def expected_steps(length: int, k: int, rejections: Iterable[int], first: int = 0) -> list[ExpectedStep]:
+    """The passes a correct decoder makes over `length` reference tokens with every position forced, when it
+    drafts from output position `first` on."""
     rejected = set(rejections)
-    steps, start = [], 0
+    steps = [ExpectedStep(start, None, 1) for start in range(min(first, length))]
+    start = min(first, length)
     while start < length:
         rejected_at = next((p for p in range(start, start + k) if p in rejected and p < length), None)
         emitted = (rejected_at - start + 1) if rejected_at is not None else k + 1
@@ -42,11 +48,13 @@ def expected_steps(length: int, k: int, rejections: Iterable[int]) -> list[Expec
 
 
 def every_position(length: int, k: int) -> set[int]:
-    """Reject every draft: each pass's first draft is rejected."""
+    """Reject every draft: each pass's first draft is rejected.
+
+    Each schedule gives positions relative to the first drafted position; scheduled_rejections lays it out."""
     return set(range(length))
 
 
-def position_zero(length: int, k: int) -> set[int]:
+def first_drafted_position(length: int, k: int) -> set[int]:
     return {0}
 
 
@@ -67,8 +75,14 @@ def first_draft_after_full_acceptance(length: int, k: int) -> set[int]:
 
 SCHEDULES = {
     "every-position": every_position,
-    "position-0": position_zero,
+    "first-drafted-position": first_drafted_position,
     "final-position": final_position,
     "last-draft-index": last_draft_index,
     "first-draft-after-full-acceptance": first_draft_after_full_acceptance,
 }
+
+
+def scheduled_rejections(schedule: str, length: int, k: int, first: int = 0) -> set[int]:
+    """The output positions `schedule` rejects for a decoder that drafts from `first` on: the schedule's
+    pattern laid out over positions first..length-1."""
+    return {first + position for position in SCHEDULES[schedule](max(length - first, 0), k)}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.api import DecodeRequest
+from harness.api import DecodeRequest, drafts_from
 
 pytestmark = pytest.mark.greedy
 
@@ -50,11 +50,13 @@ def test_eos_inside_an_accepted_run_ends_the_output_there(decoder, bundle, greed
 @pytest.mark.parametrize("k", [1, 2, 3, 4], ids=lambda k: f"k{k}")
 def test_eos_as_the_bonus_token_ends_the_output(decoder, greedy_references, check_tokens, require, k):
     require("forced_drafts", "steps", *(["num_draft_tokens"] if k > 1 else []))
+    first = drafts_from(decoder)  # the first drafting pass starts there
     checked = 0
     for reference in greedy_references.values():
-        if len(reference.tokens) <= k or reference.tokens[k] in reference.tokens[:k]:
+        bonus = first + k
+        if len(reference.tokens) <= bonus or reference.tokens[bonus] in reference.tokens[:bonus]:
             continue
-        eos = reference.tokens[k]  # the first pass accepts k forced drafts; the target's bonus token is EOS
+        eos = reference.tokens[bonus]  # the first drafting pass accepts k forced drafts; its bonus token is EOS
         request = DecodeRequest(
             reference.prompt_ids,
             len(reference.tokens),
@@ -63,10 +65,10 @@ def test_eos_as_the_bonus_token_ends_the_output(decoder, greedy_references, chec
             forced_drafts=dict(enumerate(reference.tokens)),
         )
         [result] = decoder.decode([request])
-        check_tokens(reference, result, expected=reference.tokens[: k + 1], request=request)
-        first = result.steps[0]
-        assert (first.start, first.accepted, first.emitted[-1]) == (0, k, eos), first
-        assert len(result.steps) == 1 and result.finish_reason == "eos"
+        check_tokens(reference, result, expected=reference.tokens[: bonus + 1], request=request)
+        drafting = [step for step in result.steps if step.drafts]
+        assert len(drafting) == 1 and result.finish_reason == "eos", result.steps
+        assert (drafting[0].start, drafting[0].accepted, drafting[0].emitted[-1]) == (first, k, eos), drafting[0]
         checked += 1
     assert checked >= 5
 

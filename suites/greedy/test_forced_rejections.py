@@ -8,16 +8,20 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.schedules import SCHEDULES, expected_steps, forced_drafts
+from harness.api import drafts_from
+from harness.schedules import SCHEDULES, expected_steps, forced_drafts, scheduled_rejections
 
 pytestmark = pytest.mark.greedy
 
 K_VALUES = [1, 2, 3, 4]
 
 
-def check_forced_passes(reference, result, k, rejections):
-    """Each pass starts where the schedule says, and rejects exactly at the forced position."""
-    expected = expected_steps(len(reference.tokens), k, rejections)
+def check_forced_passes(reference, result, k, rejections, first=0, room=None):
+    """Each pass starts where the schedule says, and rejects exactly at the forced position (a decoder that
+    drafts from position `first` on makes single-token passes without drafts before it). `room`: output
+    positions left before the model's context ends; a pass whose k drafts and bonus token would reach it may
+    draft fewer (its bonus position does not exist), so a forced position there may go unproposed."""
+    expected = expected_steps(len(reference.tokens), k, rejections, first)
     actual = [(s.start, len(s.emitted)) for s in result.steps]
     assert actual == [(e.start, e.emitted) for e in expected], (
         f"prompt {reference.prompt.id}, k={k}, rejections at {sorted(rejections)}: passes (start, emitted) "
@@ -27,6 +31,13 @@ def check_forced_passes(reference, result, k, rejections):
         if plan.rejected_at is None:
             continue
         index = plan.rejected_at - plan.start
+        if index >= len(step.drafts):
+            at_context_end = room is not None and plan.start + k >= room
+            assert at_context_end, (
+                f"pass at {step.start} proposed {len(step.drafts)} drafts: the forced draft at position "
+                f"{plan.rejected_at} (index {index}) was never proposed"
+            )
+            continue
         assert step.drafts[index] == reference.runner_up[plan.rejected_at], (
             f"pass at {step.start}: draft {index} is {step.drafts[index]}, not the forced token"
         )
@@ -36,13 +47,17 @@ def check_forced_passes(reference, result, k, rejections):
         )
 
 
-def run_forced(decoder, reference, check_tokens, k, rejections):
+def context_room(bundle, reference):
+    return bundle.max_context - len(reference.prompt_ids)
+
+
+def run_forced(decoder, bundle, reference, check_tokens, k, rejections):
     request = reference.request(
         num_draft_tokens=k, forced_drafts=forced_drafts(reference.tokens, reference.runner_up, rejections)
     )
     [result] = decoder.decode([request])
     check_tokens(reference, result, request=request)
-    check_forced_passes(reference, result, k, set(rejections))
+    check_forced_passes(reference, result, k, set(rejections), drafts_from(decoder), context_room(bundle, reference))
 
 
 @pytest.fixture(scope="session")
@@ -55,7 +70,8 @@ def forced_batches(decoder, greedy_references):
     def decode(k, schedule):
         if (k, schedule) not in cache:
             references = list(greedy_references.values())
-            rejections = [SCHEDULES[schedule](len(r.tokens), k) for r in references]
+            first = drafts_from(decoder)
+            rejections = [scheduled_rejections(schedule, len(r.tokens), k, first) for r in references]
             requests = [
                 r.request(num_draft_tokens=k, forced_drafts=forced_drafts(r.tokens, r.runner_up, rejected))
                 for r, rejected in zip(references, rejections, strict=True)
@@ -78,25 +94,30 @@ def forced_batches(decoder, greedy_references):
 
 @pytest.mark.parametrize("schedule", SCHEDULES)
 @pytest.mark.parametrize("k", K_VALUES, ids=[f"k{k}" for k in K_VALUES])
-def test_forced_rejections_keep_the_reference(reference, forced_batches, check_tokens, require, schedule, k):
+def test_forced_rejections_keep_the_reference(
+    decoder, bundle, reference, forced_batches, check_tokens, require, schedule, k
+):
     require("forced_drafts", "steps", *(["num_draft_tokens"] if k > 1 else []))
     result, rejections = forced_batches(k, schedule)[reference.prompt.id]
     request = reference.request(
         num_draft_tokens=k, forced_drafts=forced_drafts(reference.tokens, reference.runner_up, rejections)
     )
     check_tokens(reference, result, request=request)
-    check_forced_passes(reference, result, k, set(rejections))
+    check_forced_passes(reference, result, k, set(rejections), drafts_from(decoder), context_room(bundle, reference))
 
 
 @pytest.mark.parametrize("k", K_VALUES, ids=[f"k{k}" for k in K_VALUES])
-def test_rejections_at_random_positions_keep_the_reference(decoder, greedy_references, check_tokens, require, k):
+def test_rejections_at_random_positions_keep_the_reference(
+    decoder, bundle, greedy_references, check_tokens, require, k
+):
     require("forced_drafts", "steps", *(["num_draft_tokens"] if k > 1 else []))
     references = list(greedy_references.values())
 
     @given(index=st.integers(0, len(references) - 1), data=st.data())
     def case(index, data):
         reference = references[index]
-        rejections = data.draw(st.sets(st.integers(0, len(reference.tokens) - 1)), label="rejections")
-        run_forced(decoder, reference, check_tokens, k, rejections)
+        first = drafts_from(decoder)
+        rejections = data.draw(st.sets(st.integers(first, len(reference.tokens) - 1)), label="rejections")
+        run_forced(decoder, bundle, reference, check_tokens, k, rejections)
 
     case()

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from harness.divergence import NEAR_TIE_TOLERANCE, classify, first_divergence
-from harness.schedules import SCHEDULES, expected_steps, forced_drafts
+from harness.schedules import expected_steps, forced_drafts, scheduled_rejections
 
 
 def decode(ids):
@@ -42,15 +43,30 @@ def test_expected_steps_follow_the_forced_rejections():
     assert [(s.start, s.rejected_at, s.emitted) for s in steps] == [(0, 1, 2), (2, None, 4), (6, 6, 1), (7, None, 1)]
 
 
-def test_named_schedules_reject_where_they_say():
+@pytest.mark.parametrize("first", [0, 1], ids=["drafts-from-0", "drafts-from-1"])
+def test_named_schedules_reject_where_they_say(first):
     def rejection_indices(name, k):
-        return [
-            s.rejected_at - s.start for s in expected_steps(24, k, SCHEDULES[name](24, k)) if s.rejected_at is not None
-        ]
+        rejections = scheduled_rejections(name, 24, k, first)
+        steps = expected_steps(24, k, rejections, first)
+        assert [s.start for s in steps[:first]] == list(range(first)) and all(s.emitted == 1 for s in steps[:first])
+        return [s.rejected_at - s.start for s in steps if s.rejected_at is not None]
 
     for k in (1, 2, 3, 4):
         assert set(rejection_indices("every-position", k)) == {0}
         assert set(rejection_indices("last-draft-index", k)) == {k - 1}
         assert set(rejection_indices("first-draft-after-full-acceptance", k)) == {0}
-        assert rejection_indices("position-0", k) == [0]
+        assert rejection_indices("first-drafted-position", k) == [0]
+        assert scheduled_rejections("first-drafted-position", 24, k, first) == {first}
+        assert scheduled_rejections("final-position", 24, k, first) == {23}
     assert forced_drafts([5, 6, 7], [50, 60, 70], {1}) == {0: 5, 1: 60, 2: 7}
+
+
+def test_a_decoder_that_drafts_from_position_1_first_makes_an_undrafted_pass():
+    steps = expected_steps(length=8, k=3, rejections={1, 6}, first=1)
+    assert [(s.start, s.rejected_at, s.emitted) for s in steps] == [
+        (0, None, 1),
+        (1, 1, 1),
+        (2, None, 4),
+        (6, 6, 1),
+        (7, None, 1),
+    ]
