@@ -1,0 +1,109 @@
+"""The out-of-process engine machinery (harness/engines/process.py, wire.py) against a wire-format server that
+decodes with the harness's own MTPDecoder, and against servers that fail in the ways real engines do."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.api import DecodeRequest, SamplingConfig
+from harness.engines.process import EngineError, EnginePool, EngineProcess
+from harness.engines.wire import EngineProtocolError, parse_result, request_message, result_message
+from harness.mtp_decoder import MTPDecoder
+from harness.paths import FIXTURE_MODELS
+
+SERVER = Path(__file__).with_name("engine_server_for_tests.py")
+MODEL = FIXTURE_MODELS / "tiny-mtp-prefix"
+
+
+def start(mode="ok", k=2, draft_mode="greedy"):
+    config = {"model": str(MODEL), "dtype": "float64", "num_draft_tokens": k, "draft_mode": draft_mode, "mode": mode}
+    return EngineProcess(Path(sys.executable), SERVER, config, {}, f"test-{mode}")
+
+
+def requests(bundle):
+    prompt = tuple(bundle.tokenizer.encode("The import statement is used to"))
+    return [
+        DecodeRequest(prompt, 12, num_draft_tokens=2, eos_token_ids=bundle.eos_token_ids),
+        DecodeRequest(prompt, 12, num_draft_tokens=2, forced_drafts={0: 7, 3: 9}),
+        DecodeRequest(prompt, 12, sampling=SamplingConfig(1.0, 50, 0.9), seed=11, num_draft_tokens=2),
+    ]
+
+
+@pytest.fixture(scope="module")
+def prefix_bundle():
+    from harness.plugin import bundle_for
+
+    return bundle_for(str(MODEL), "cpu", "float64")
+
+
+def test_an_engine_process_returns_what_the_decoder_in_it_computes(prefix_bundle):
+    batch = requests(prefix_bundle)
+    engine = start()
+    try:
+        assert engine.info == {"name": "harness-mtp", "version": "test"}
+        assert engine.decode(batch) == MTPDecoder(prefix_bundle).decode(batch)
+        assert engine.decode(batch[:1]) == MTPDecoder(prefix_bundle).decode(batch[:1])  # the process lives on
+    finally:
+        engine.close()
+    assert not engine.alive
+
+
+def test_a_request_and_a_result_survive_the_wire(prefix_bundle):
+    request = requests(prefix_bundle)[1]
+    [result] = MTPDecoder(prefix_bundle).decode([request])
+    assert parse_result(result_message(result), "here") == result
+    assert request_message(request)["forced_drafts"] == {"0": 7, "3": 9}
+
+
+def test_an_engine_that_exits_at_start_is_reported_with_its_log():
+    with pytest.raises(EngineError, match=r"(?s)exited \(code 3\).*out of memory \(simulated\)"):
+        start("exit-at-start")
+
+
+def test_an_engine_that_cannot_start_reports_its_own_error():
+    with pytest.raises(EngineError, match="did not start: ValueError: head_dim 16 is not supported"):
+        start("not-ready")
+
+
+def test_an_engine_that_dies_mid_call_fails_that_call_and_the_pool_starts_a_new_one(prefix_bundle):
+    pool = EnginePool()
+    dying = pool.get(("k2",), lambda: start("exit-on-decode"))
+    with pytest.raises(EngineError, match=r"exited \(code 4\) while the harness waited for decode call 1"):
+        dying.decode(requests(prefix_bundle)[:1])
+    fresh = pool.get(("k2",), start)
+    assert fresh is not dying and fresh.alive
+    pool.close()
+
+
+def test_an_engine_that_writes_something_else_than_json_is_a_protocol_error(prefix_bundle):
+    engine = start("garbage")
+    try:
+        with pytest.raises(EngineProtocolError, match="not JSON: 'this is not JSON"):
+            engine.decode(requests(prefix_bundle)[:1])
+    finally:
+        engine.close()
+
+
+@pytest.mark.parametrize(
+    ("message", "error"),
+    [
+        ({"token_ids": [1, "2"], "finish_reason": "eos"}, "token_ids must be a list of integers"),
+        ({"token_ids": [1], "finish_reason": "stop"}, "finish_reason must be 'eos' or 'length'"),
+        ({"token_ids": [1], "finish_reason": "eos", "steps": [{"start": 0, "accepted": 0}]}, "step 0: drafts must be"),
+    ],
+)
+def test_a_malformed_result_names_the_field(message, error):
+    with pytest.raises(EngineProtocolError, match=error):
+        parse_result(message, "engine x, request 0")
+
+
+def test_the_pool_closes_the_least_recently_used_engine_to_make_room(prefix_bundle):
+    pool = EnginePool(max_alive=1)
+    first = pool.get(("k2",), start)
+    second = pool.get(("k1",), lambda: start(k=1))
+    assert not first.alive and second.alive
+    assert pool.get(("k1",), start) is second
+    pool.close()
