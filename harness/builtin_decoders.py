@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from harness.api import Decoder
+from harness.engines.vllm_subject import VLLMDecoder
 from harness.external import TransformersAssistedDecoder, TransformersMTPDecoder
 from harness.models import ModelBundle
 from harness.mtp_decoder import MTPDecoder
@@ -31,6 +32,19 @@ def transformers_mtp(bundle: ModelBundle, device: torch.device, dtype: torch.dty
 def transformers_assisted(bundle: ModelBundle, device: torch.device, dtype: torch.dtype) -> Decoder:
     return TransformersAssistedDecoder(bundle)
 
+
+@register_decoder("vllm-mtp")
+def vllm_mtp(bundle: ModelBundle, device: torch.device, dtype: torch.dtype) -> Decoder:
+    return VLLMDecoder(bundle, speculative=True)
+
+
+@register_decoder("vllm")
+def vllm(bundle: ModelBundle, device: torch.device, dtype: torch.dtype) -> Decoder:
+    return VLLMDecoder(bundle, speculative=False)
+
+
+# vLLM has no float64 path: runs without --dtype use float32 on CPU (bf16 on CUDA, as for every decoder)
+vllm_mtp.default_dtypes = vllm.default_dtypes = {"cpu": "float32", "cuda": "bfloat16"}
 
 # the mutant catalogue registers itself as mutant:<name>
 import harness.mutants  # noqa: E402, F401

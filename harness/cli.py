@@ -81,6 +81,14 @@ def build_parser() -> argparse.ArgumentParser:
     nightly.add_argument("--dtype", default=None, help="model dtype (default: bf16 on CUDA, float32 on CPU)")
     nightly.add_argument("-n", "--workers", type=int, default=2, help="pytest-xdist workers / parallel mutants")
     nightly.add_argument("--report-dir", type=Path, default=REPORTS, help="where run directories go")
+    engine = commands.add_parser(
+        "engine", help="the environments of out-of-process engines (vLLM): install one, or show where they are"
+    )
+    engine.add_argument("action", choices=["install", "status"], help="install (idempotent) or status")
+    engine.add_argument("name", help="engine name (vllm)")
+    engine.add_argument(
+        "--flavour", choices=["cpu", "cuda"], default=None, help="default: cuda when this machine has a CUDA GPU"
+    )
     bench = commands.add_parser("bench", help="throughput of the batched MTP decoder vs transformers' MTP loop")
     bench.add_argument("--model", default=str(DEFAULT_MODEL), help="model directory or fixture name")
     bench.add_argument("--device", default="cpu", help="torch device (default: cpu)")
@@ -291,10 +299,34 @@ def bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def engine(args: argparse.Namespace) -> int:
+    from harness.engines.catalogue import ENGINES
+    from harness.engines.environments import EngineEnvironmentError, default_flavour, install
+
+    if args.name not in ENGINES:
+        print(f"mtp-harness engine: unknown engine {args.name!r}; known: {', '.join(sorted(ENGINES))}", file=sys.stderr)
+        return 2
+    environment = ENGINES[args.name].environment
+    flavour = args.flavour or default_flavour()
+    try:
+        if args.action == "install":
+            install(environment, flavour, log=lambda line: print(f"mtp-harness engine: {line}", flush=True))
+            return 0
+        version = environment.installed_version(flavour)
+        where = environment.python(flavour) if version else environment.home(environment.flavour(flavour))
+        print(f"{environment.name} {flavour}: {version or 'not installed'} ({where})")
+        return 0 if version else 1
+    except EngineEnvironmentError as error:
+        print(f"mtp-harness engine: {error}", file=sys.stderr)
+        return 1
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "run":
         return run(args)
+    if args.command == "engine":
+        return engine(args)
     if args.command == "bench":
         return bench(args)
     if args.command == "mutants":

@@ -1,6 +1,8 @@
 """Decoders by name: the built-ins, `mutant:<name>` entries, entry points, and `module:factory` for your own.
 
-A factory takes (bundle, device, dtype) and returns a `Decoder`. Register one with `@register_decoder`,
+A factory takes (bundle, device, dtype) and returns a `Decoder`. A factory may carry `default_dtypes`
+({"cpu": "float32", "cuda": "bfloat16"}): the dtype a run uses when --dtype is not given (else float64
+on CPU, bf16 on CUDA). Register one with `@register_decoder`,
 expose it from your package under the entry-point group `mtp_harness.decoders`, or name it directly
 as `your.module:factory` (e.g. `--decoder my_engine.harness:make_decoder`).
 """
@@ -62,6 +64,12 @@ def make_decoder(name: str, bundle: ModelBundle) -> Decoder:
             f"decoder factory {name!r} returned {type(decoder).__name__}, which has no `name` and `decode(requests)`"
         )
     return decoder
+
+
+def default_dtype(name: str, device: str) -> str | None:
+    """The dtype decoder `name` asks for on `device` ('cpu', 'cuda:0', ...) when none is given, if it says."""
+    wanted = getattr(_find_factory(name), "default_dtypes", None) or {}
+    return wanted.get(device.split(":")[0])
 
 
 def _find_factory(name: str) -> DecoderFactory:

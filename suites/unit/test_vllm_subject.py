@@ -1,0 +1,89 @@
+"""The vLLM subject (harness/engines/vllm_subject.py) against vLLM itself: forcing and step recording are the
+adapter's only interventions, so they are checked on vLLM's own verification output. Needs the vLLM
+environment (`mtp-harness engine install vllm`; .ci/run installs it)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from harness.api import DecodeRequest, drafts_from
+from harness.engines.vllm_environment import VLLM
+from harness.plugin import bundle_for
+from harness.prompts import load_prompts
+from harness.registry import make_decoder
+from harness.schedules import expected_steps
+from harness.target_decoder import TargetOnlyDecoder
+from harness.teacher_forcing import target_forward
+
+pytestmark = [
+    pytest.mark.xdist_group("vllm"),
+    pytest.mark.skipif(
+        VLLM.installed_version("cpu") is None,
+        reason="the vLLM environment is not installed: run `mtp-harness engine install vllm` (.ci/run does)",
+    ),
+]
+MODEL = "tiny-mimo"
+
+
+@pytest.fixture(scope="module")
+def bundle():
+    return bundle_for(MODEL, "cpu", "float32")
+
+
+@pytest.fixture(scope="module")
+def vllm_mtp(bundle):
+    decoder = make_decoder("vllm-mtp", bundle)
+    yield decoder
+    decoder.close()
+
+
+def greedy_reference(bundle, prompt_ids, length):
+    """Target-only greedy tokens and, at each position, the target's runner-up (a token it rejects)."""
+    [result] = TargetOnlyDecoder(bundle).decode([DecodeRequest(prompt_ids, length)])
+    _, logits = target_forward(bundle.target, torch.tensor([prompt_ids + result.token_ids]))
+    runner_up = logits[0, len(prompt_ids) - 1 : -1].topk(2, dim=-1).indices[:, 1].tolist()
+    return result.token_ids, runner_up
+
+
+def test_forced_drafts_are_rejected_exactly_where_they_were_forced_in_vllms_own_verification(bundle, vllm_mtp):
+    prompt_ids = tuple(load_prompts()[0].encode(bundle.tokenizer))
+    tokens, runner_up = greedy_reference(bundle, prompt_ids, 20)
+    rejected = {1, 4, 6, 11, 17}  # 4 and 17 fall on bonus positions (never drafted): they must not happen
+    forced = {p: (runner_up[p] if p in rejected else t) for p, t in enumerate(tokens)}
+    [result] = vllm_mtp.decode([DecodeRequest(prompt_ids, 20, num_draft_tokens=2, forced_drafts=forced)])
+    assert result.token_ids == tokens, "vLLM's greedy output changed under forced drafts"
+    plan = expected_steps(20, 2, rejected, first=drafts_from(vllm_mtp))
+    # the steps come from vLLM's rejection sampler output, recorded inside the engine
+    assert [(s.start, len(s.emitted)) for s in result.steps] == [(e.start, e.emitted) for e in plan]
+    happened = set()
+    for step, expected in zip(result.steps, plan, strict=True):
+        assert list(step.drafts) == [forced[step.start + i] for i in range(len(step.drafts))], step
+        if expected.rejected_at is None:
+            assert step.accepted == len(step.drafts), f"pass at {step.start} rejected a draft that was not forced"
+        else:
+            assert step.accepted == expected.rejected_at - step.start, f"forced rejection at {expected.rejected_at}"
+            happened.add(expected.rejected_at)
+    assert happened == {1, 6, 11}
+
+
+def test_plain_vllm_greedy_equals_the_harness_target_only_reference(bundle):
+    decoder = make_decoder("vllm", bundle)
+    try:
+        requests = [
+            DecodeRequest(tuple(p.encode(bundle.tokenizer)), p.max_new_tokens, eos_token_ids=bundle.eos_token_ids)
+            for p in load_prompts()
+        ]
+        results = decoder.decode(requests)
+    finally:
+        decoder.close()
+    reference = TargetOnlyDecoder(bundle).decode(requests)
+    assert [r.token_ids for r in results] == [r.token_ids for r in reference]
+    assert all(not step.drafts for r in results for step in r.steps), "vLLM without speculation verified drafts"
+
+
+def test_vllm_refuses_float64_with_the_dtype_to_use():
+    from harness.errors import HarnessError
+
+    with pytest.raises(HarnessError, match="vLLM has no float64 path: run it with --dtype float32"):
+        make_decoder("vllm-mtp", bundle_for(MODEL, "cpu", "float64"))
