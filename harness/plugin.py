@@ -168,22 +168,56 @@ def resolve_model_path(model: str) -> Path:
 
 
 def resolved_dtype(config: pytest.Config) -> str:
-    dtype = config.getoption("--dtype")
-    if dtype is not None:
-        from harness.models import parse_dtype
+    """--dtype, else the decoder's own default for the device (vLLM: float32 on CPU), else float64 on CPU and
+    bf16 on CUDA."""
+    from harness.models import parse_dtype
 
+    dtype = config.getoption("--dtype")
+    device = str(config.getoption("--device"))
+    if dtype is None:
+        from harness.errors import HarnessError
+        from harness.registry import default_dtype
+
+        try:
+            dtype = default_dtype(config.getoption("--decoder"), device)
+        except HarnessError:
+            dtype = None  # an unknown decoder is reported, with its near matches, when the decoder is built
+    if dtype is not None:
         return str(parse_dtype(dtype)).removeprefix("torch.")
-    return "bfloat16" if str(config.getoption("--device")).startswith("cuda") else "float64"
+    return "bfloat16" if device.startswith("cuda") else "float64"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests marked slow are deselected unless --harness-slow is given or the -m expression names 'slow'."""
+    """Tests marked slow are deselected unless --harness-slow is given or the -m expression names 'slow';
+    tests a recorded engine finding makes fail are marked as strict xfails naming it (harness/findings.py)."""
+    _mark_known_engine_failures(config, items)
     if config.getoption("--harness-slow") or "slow" in (config.getoption("markexpr") or ""):
         return
     slow = [item for item in items if item.get_closest_marker("slow")]
     if slow:
         config.hook.pytest_deselected(items=slow)
         items[:] = [item for item in items if not item.get_closest_marker("slow")]
+
+
+def _mark_known_engine_failures(config: pytest.Config, items: list[pytest.Item]) -> None:
+    from harness.engines.catalogue import engine_of_decoder
+    from harness.findings import known_failures
+
+    decoder = config.getoption("--decoder")
+    engine = engine_of_decoder(decoder)
+    if engine is None or not engine.findings:
+        return
+    flavour = "cuda" if str(config.getoption("--device")).startswith("cuda") else "cpu"
+    version = engine.environment.installed_version(flavour)
+    model = resolve_model_path(config.getoption("--model")).name
+    for item in items:
+        found = known_failures(engine.findings, decoder, version, flavour, model, item.nodeid)
+        if found:
+            from harness.engines.process import EngineError
+
+            reason = "; ".join(f"{engine.environment.name} {version} bug, {f.document}: {f.title}" for f in found)
+            raises = CATCH_EXCEPTIONS + ((EngineError,) if any(f.crashes for f in found) else ())
+            item.add_marker(pytest.mark.xfail(reason=reason, strict=True, raises=raises))
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -3,6 +3,7 @@ FAMILY_ALPHA. The family is the cases selected in this session, computed once, o
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 from dataclasses import dataclass
@@ -71,24 +72,36 @@ class SamplingFamily:
         return sample_size(self.tv, FAMILY_ALPHA / max(self.m, 1))
 
     def outcome(self, case_id: str) -> LawOutcome | PitOutcome:
+        """The case's samples and statistics; a decoder error is kept and re-raised for this case only."""
         if case_id not in self.outcomes:
             case: SamplingCase = CASES[case_id]
             prompt_ids = tuple(self.prompts[case.prompt_id].encode(self.bundle.tokenizer))
-            if case.kind == "law":
-                self.outcomes[case_id] = run_law_case(self.decoder, self.bundle, prompt_ids, case, self.n)
-            else:
-                self.outcomes[case_id] = run_pit_case(self.decoder, self.bundle, prompt_ids, case)
+            try:
+                if case.kind == "law":
+                    self.outcomes[case_id] = run_law_case(self.decoder, self.bundle, prompt_ids, case, self.n)
+                else:
+                    self.outcomes[case_id] = run_pit_case(self.decoder, self.bundle, prompt_ids, case)
+            except Exception as error:  # the other cases of the family still run
+                self.outcomes[case_id] = error
+        if isinstance(self.outcomes[case_id], Exception):
+            raise self.outcomes[case_id]
         return self.outcomes[case_id]
 
-    def compute(self) -> dict[str, FamilyResult]:
-        outcomes = {case_id: self.outcome(case_id) for case_id in self.selected}
-        raw = {cid: _p_values(o) for cid, o in outcomes.items()}
-        flat = [p for cid in outcomes for p in raw[cid]]
+    def compute(self) -> dict[str, FamilyResult | Exception]:
+        """Holm over every selected case's p-values; a case whose decoder raised keeps its error and enters
+        the family with p = 1 (it can only make the others' correction more conservative)."""
+        for case_id in self.selected:
+            with contextlib.suppress(Exception):
+                self.outcome(case_id)
+        outcomes = self.outcomes
+        raw = {cid: _p_values(o) if not isinstance(o, Exception) else (1.0, 1.0) for cid, o in outcomes.items()}
+        flat = [p for cid in self.selected for p in raw[cid]]
         adjusted = iter(holm(flat))
-        results = {}
-        for cid, outcome in outcomes.items():
+        results: dict[str, FamilyResult | Exception] = {}
+        for cid in self.selected:
             pair = (next(adjusted), next(adjusted))
-            results[cid] = self.family_result(outcome, raw[cid], pair)
+            failed = isinstance(outcomes[cid], Exception)
+            results[cid] = outcomes[cid] if failed else self.family_result(outcomes[cid], raw[cid], pair)
         return results
 
     def family_result(self, outcome, raw, adjusted, adjustment="Holm") -> FamilyResult:
@@ -105,7 +118,10 @@ class SamplingFamily:
                 return self.family_result(self.outcomes[case_id], raw, bonferroni, "Bonferroni")
         if self.results is None:
             self.results = self.compute()
-        return self.results[case_id]
+        result = self.results[case_id]
+        if isinstance(result, Exception):
+            raise result
+        return result
 
 
 def _p_values(outcome: LawOutcome | PitOutcome) -> tuple[float, float]:

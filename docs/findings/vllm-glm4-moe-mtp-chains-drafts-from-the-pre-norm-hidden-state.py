@@ -1,0 +1,102 @@
+"""Reproducer (vLLM alone): GLM-4.5's MTP layer hands the next draft step the hidden state *before*
+shared_head.norm, where vLLM's DeepSeek MTP layer hands over the normed one; drafts 2..k change.
+
+    python vllm-glm4-moe-mtp-chains-drafts-from-the-pre-norm-hidden-state.py [MODEL_DIR]
+
+Run it with the Python of a vLLM 0.32.0 environment (`mtp-harness engine install vllm` makes one on CPU).
+MODEL_DIR: a GLM-4.5-style checkpoint (Glm4MoeForCausalLM with MTP layers); default: the harness fixture
+fixtures/models/tiny-glm4-moe. The same prompts are decoded greedily with k = 2 twice in one engine: as
+shipped, then with Glm4MoeMultiTokenPredictorLayer returning (pre-norm hidden for the logits, normed hidden
+for the next step) exactly as vLLM's DeepSeekMultiTokenPredictorLayer does, and the drafts vLLM verified
+are compared step by step. The first draft of a step never changes; the second does.
+"""
+
+import os
+import sys
+from pathlib import Path
+
+os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "nobind")
+os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+
+from tokenizers import Tokenizer
+from vllm import LLM, SamplingParams
+from vllm.model_executor.models import glm4_moe_mtp
+from vllm.v1.spec_decode import llm_base_proposer
+
+MODEL = sys.argv[1] if len(sys.argv) > 1 else str(Path(__file__).parents[2] / "fixtures" / "models" / "tiny-glm4-moe")
+TEXTS = [
+    "The import statement is used to",
+    "When a class definition is executed, the",
+    "An exception is raised when",
+    "Names refer to objects. Names are introduced by",
+    "The for statement is used to iterate over the elements of a sequence",
+    "A function definition defines a user-defined function object",
+    "If the syntax of the expression is",
+    "def f(x):\n    return",
+]
+
+tokenizer = Tokenizer.from_file(str(Path(MODEL) / "tokenizer.json"))
+prompts = [tokenizer.encode(text).ids for text in TEXTS]
+llm = LLM(
+    model=MODEL,
+    dtype="float32",
+    max_model_len=256,
+    enforce_eager=True,
+    seed=0,
+    skip_tokenizer_init=True,
+    async_scheduling=False,
+    enable_prefix_caching=False,  # both runs compute every MTP cache entry afresh
+    speculative_config={"method": "mtp", "num_speculative_tokens": 2},
+)
+drafts: dict[str, list[list[int]]] = {}  # request id -> drafts per verify step
+
+
+def record_drafts(worker) -> None:  # noqa: ANN001 - runs inside vLLM's worker
+    execute_model = worker.model_runner.execute_model
+
+    def recorded(scheduler_output, *args, **kwargs):  # noqa: ANN001
+        for request_id, tokens in scheduler_output.scheduled_spec_decode_tokens.items():
+            drafts.setdefault(request_id.split("-")[0], []).append(list(tokens))
+        return execute_model(scheduler_output, *args, **kwargs)
+
+    worker.model_runner.execute_model = recorded
+
+
+def decode() -> dict[int, list[list[int]]]:
+    drafts.clear()
+    params = SamplingParams(temperature=0.0, max_tokens=32, ignore_eos=True, detokenize=False)
+    llm.generate([{"prompt_token_ids": p} for p in prompts], params, use_tqdm=False)
+    # request ids count up across generate calls: key the drafts by prompt index instead
+    return {index: drafts[key] for index, key in enumerate(sorted(drafts, key=int))}
+
+
+shipped_forward = glm4_moe_mtp.Glm4MoeMultiTokenPredictorLayer.forward
+shipped_returns_tuple = llm_base_proposer.SpecDecodeBaseProposer.model_returns_tuple
+
+
+def forward_recycling_the_normed_hidden(self, *args, **kwargs):  # noqa: ANN001, ANN201
+    """vLLM's DeepSeek MTP layer: the pre-norm hidden for the logits (compute_logits applies shared_head), the
+    post-norm one for the next draft step (deepseek_mtp.py: "Recycle the post-final-norm hidden")."""
+    hidden_states = shipped_forward(self, *args, **kwargs)
+    return hidden_states, self.shared_head(hidden_states)
+
+
+def returns_tuple(self) -> bool:  # noqa: ANN001
+    return self.method == "mtp" or shipped_returns_tuple(self)
+
+
+llm.collective_rpc(record_drafts)
+shipped = decode()
+glm4_moe_mtp.Glm4MoeMultiTokenPredictorLayer.forward = forward_recycling_the_normed_hidden
+llm_base_proposer.SpecDecodeBaseProposer.model_returns_tuple = returns_tuple
+normed = decode()
+steps = sum(len(v) for v in shipped.values())
+differ = [
+    (key, i, a, b) for key in shipped for i, (a, b) in enumerate(zip(shipped[key], normed[key], strict=False)) if a != b
+]
+for key, step, a, b in differ:
+    print(f"prompt {key}, step {step}: drafts as shipped {a}, chained from the normed hidden state {b}")
+first_changed = sum(a[0] != b[0] for *_, a, b in differ)
+print(f"{len(differ)} of {steps} verify steps got other drafts; first drafts changed in {first_changed}")
+print("BUG REPRODUCED" if differ else "not reproduced")

@@ -1,0 +1,96 @@
+"""Reproducer (vLLM alone): vLLM's MTP layer zeroes the token embedding of its position-0 entry, and that one
+cache entry changes later drafts.
+
+    python vllm-mtp-zeroes-the-token-embedding-at-position-0.py [MODEL_DIR]
+
+Run it with the Python of a vLLM 0.32.0 environment (`mtp-harness engine install vllm` makes one on CPU).
+MODEL_DIR: a GLM-4.5-style checkpoint (Glm4MoeForCausalLM with MTP layers); default: the harness fixture
+fixtures/models/tiny-glm4-moe. The same prompts are decoded greedily with k = 1 twice in one engine: as
+shipped, then with the masking line of Glm4MoeMultiTokenPredictorLayer.forward removed (nothing else
+changed), and the drafts vLLM verified are compared step by step.
+"""
+
+import os
+import sys
+from pathlib import Path
+
+os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "nobind")
+os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+
+import torch
+from tokenizers import Tokenizer
+from vllm import LLM, SamplingParams
+from vllm.model_executor.models import glm4_moe_mtp
+
+MODEL = sys.argv[1] if len(sys.argv) > 1 else str(Path(__file__).parents[2] / "fixtures" / "models" / "tiny-glm4-moe")
+TEXTS = [
+    "The import statement is used to",
+    "When a class definition is executed, the",
+    "An exception is raised when",
+    "Names refer to objects. Names are introduced by",
+    "The for statement is used to iterate over the elements of a sequence",
+    "A function definition defines a user-defined function object",
+    "If the syntax of the expression is",
+    "def f(x):\n    return",
+]
+
+tokenizer = Tokenizer.from_file(str(Path(MODEL) / "tokenizer.json"))
+prompts = [tokenizer.encode(text).ids for text in TEXTS]
+llm = LLM(
+    model=MODEL,
+    dtype="float32",
+    max_model_len=256,
+    enforce_eager=True,
+    seed=0,
+    skip_tokenizer_init=True,
+    async_scheduling=False,
+    enable_prefix_caching=False,  # both runs compute every MTP cache entry afresh
+    speculative_config={"method": "mtp", "num_speculative_tokens": 1},
+)
+drafts: dict[str, list[list[int]]] = {}  # request id -> drafts per verify step
+
+
+def record_drafts(worker) -> None:  # noqa: ANN001 - runs inside vLLM's worker
+    execute_model = worker.model_runner.execute_model
+
+    def recorded(scheduler_output, *args, **kwargs):  # noqa: ANN001
+        for request_id, tokens in scheduler_output.scheduled_spec_decode_tokens.items():
+            drafts.setdefault(request_id.split("-")[0], []).append(list(tokens))
+        return execute_model(scheduler_output, *args, **kwargs)
+
+    worker.model_runner.execute_model = recorded
+
+
+def decode() -> dict[int, list[list[int]]]:
+    drafts.clear()
+    params = SamplingParams(temperature=0.0, max_tokens=32, ignore_eos=True, detokenize=False)
+    llm.generate([{"prompt_token_ids": p} for p in prompts], params, use_tqdm=False)
+    # request ids count up across generate calls: key the drafts by prompt index instead
+    return {index: drafts[key] for index, key in enumerate(sorted(drafts, key=int))}
+
+
+def forward_without_the_mask(self, input_ids, positions, previous_hidden_states, inputs_embeds=None, spec_step_index=0):  # noqa: ANN001, ANN201
+    """Glm4MoeMultiTokenPredictorLayer.forward of vLLM 0.32.0 without its first statement (the position-0 mask)."""
+    inputs_embeds = self.enorm(inputs_embeds)
+    previous_hidden_states = self.hnorm(previous_hidden_states)
+    hidden_states = self.eh_proj(torch.cat([inputs_embeds, previous_hidden_states], dim=-1))
+    hidden_states, residual = self.mtp_block(positions=positions, hidden_states=hidden_states, residual=None)
+    return residual + hidden_states
+
+
+llm.collective_rpc(record_drafts)
+shipped = decode()
+glm4_moe_mtp.Glm4MoeMultiTokenPredictorLayer.forward = forward_without_the_mask
+unmasked = decode()
+steps = sum(len(v) for v in shipped.values())
+differ = [
+    (key, i, a, b)
+    for key in shipped
+    for i, (a, b) in enumerate(zip(shipped[key], unmasked[key], strict=False))
+    if a != b
+]
+for key, step, a, b in differ:
+    print(f"prompt {key}, step {step}: draft as shipped {a}, without the position-0 mask {b}")
+print(f"{len(differ)} of {steps} verify steps got another draft from the masking line alone")
+print("BUG REPRODUCED" if differ else "not reproduced")
