@@ -7,6 +7,7 @@
     nox -s calibration    the sampling suite's false-positive-rate calibration (slow)
     nox -s nightly        every suite + the mutation catalogue at a budget, one HTML report (GPU runners)
     nox -s lint           ruff check + ruff format --check
+    nox -s vllm           install vLLM's own environment, then the suites against vllm-mtp on its fixtures
 
 Extra pytest arguments go after `--`, e.g. `nox -s greedy -- --decoder transformers-mtp`.
 """
@@ -73,3 +74,30 @@ def lint(session: nox.Session) -> None:
     session.install("ruff")
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
+
+
+VLLM_MODELS = ("tiny-mimo", "tiny-glm4-moe")  # the fixtures vLLM's CPU attention serves (head_dim 32)
+
+
+@nox.session
+def vllm(session: nox.Session) -> None:
+    """vLLM as the subject: its pinned environment (`mtp-harness engine install vllm`), then every suite against
+    `vllm-mtp` on each fixture it serves. Options after `--` go to pytest, e.g. `-- --harness-budget smoke`."""
+    install(session)
+    session.run("mtp-harness", "engine", "install", "vllm")
+    for model in VLLM_MODELS:
+        session.run(
+            "pytest",
+            "suites",
+            "-m",
+            "greedy or sampling or invariants",
+            "--decoder",
+            "vllm-mtp",
+            "--model",
+            model,
+            "-n",
+            "2",
+            "--dist",
+            "loadgroup",
+            *session.posargs,
+        )

@@ -158,10 +158,12 @@ def test_workflow_scripts_never_interpolate_expressions(path):
 
 @pytest.mark.parametrize(("path", "retention"), [(CI, 14), (NIGHTLY, 30)], ids=["ci.yml", "nightly-gpu.yml"])
 def test_workflow_uploads_reports_even_when_tests_fail(path, retention):
-    (upload,) = uses(load(path), "actions/upload-artifact")
-    assert upload["if"] == "always()"
-    assert upload["with"]["path"] == "reports/"
-    assert upload["with"]["retention-days"] == retention
+    jobs = load(path)["jobs"].values()
+    for job in jobs:  # every job uploads what it wrote
+        (upload,) = [step for step in job["steps"] if step.get("uses", "").startswith("actions/upload-artifact@")]
+        assert upload["if"] == "always()"
+        assert upload["with"]["path"] == "reports/"
+        assert upload["with"]["retention-days"] == retention
 
 
 def test_ci_runs_dot_ci_run_on_every_push_and_pull_request():
@@ -187,7 +189,7 @@ def test_nightly_runs_on_schedule_and_by_hand_with_model_budget_and_decoder():
 
 def test_nightly_runs_nox_on_a_self_hosted_gpu_runner():
     workflow = load(NIGHTLY)
-    (job,) = workflow["jobs"].values()
+    job = workflow["jobs"]["nightly"]
     assert job["runs-on"] == ["self-hosted", "linux", "gpu"]
     assert set(job["runs-on"]) - {"self-hosted", "linux"} <= set(self_hosted_labels())
     assert 0 < job["timeout-minutes"] <= 360
@@ -202,3 +204,13 @@ def test_nightly_runs_nox_on_a_self_hosted_gpu_runner():
     assert "continue-on-error" not in nox_step
     (cache,) = uses(workflow, "actions/cache")
     assert "env.MODEL" in cache["with"]["key"] and cache["if"] == "env.MODEL != ''"
+
+
+def test_nightly_runs_vllm_with_its_cuda_wheel_on_each_fixture_vllm_serves():
+    job = load(NIGHTLY)["jobs"]["vllm"]
+    assert job["runs-on"] == ["self-hosted", "linux", "gpu"] and job["strategy"]["max-parallel"] == 1
+    assert job["strategy"]["matrix"]["model"] == ["tiny-mimo", "tiny-glm4-moe"]
+    scripts = [step["run"] for step in job["steps"] if "run" in step]
+    assert any("mtp-harness engine install vllm --flavour cuda" in script for script in scripts)
+    (run,) = [s for s in scripts if "mtp-harness run" in s]
+    assert '--decoder vllm-mtp --model "$MODEL" --device cuda --dtype bf16' in run
