@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from harness.api import unsupported_fields
 from harness.budget import BUDGETS
 from harness.sampling_cases import (
     LawOutcome,
@@ -54,10 +55,13 @@ class SamplingFamily:
         self.decoder, self.bundle = decoder, bundle
         self.prompts = {p.id: p for p in prompts}
         self.tv = config.getoption("--sampling-tv") or BUDGETS[config.getoption("--harness-budget")].sampling_tv
+        # the family: the selected cases the decoder can serve (the others skip, naming what it cannot honour)
+        cannot = unsupported_fields(decoder)
         self.selected = [
             item.callspec.params["case"]
             for item in session.items
             if hasattr(item, "callspec") and "case" in item.callspec.params and item.get_closest_marker("sampling")
+            if not set(CASES[item.callspec.params["case"]].fields_needed()) & cannot
         ]
         self.m = sum(p_values_per_case(CASES[c]) for c in self.selected)
         self.results: dict[str, FamilyResult] | None = None
