@@ -129,7 +129,8 @@ def pytest_command(args: argparse.Namespace, junit: Path) -> list[str]:
 
 
 def summarize(junit: Path) -> dict[str, Counter]:
-    """Outcome counts per suite (the directory under suites/) from a JUnit XML file."""
+    """Outcome counts per suite (the directory under suites/) from a JUnit XML file; an expected failure (a
+    recorded engine finding, pytest's xfail, which JUnit writes as a skip of type pytest.xfail) is xfailed."""
     per_suite: dict[str, Counter] = {}
     for case in ElementTree.parse(junit).iter("testcase"):
         suite = suite_of_junit(case.get("classname", ""))
@@ -137,12 +138,14 @@ def summarize(junit: Path) -> dict[str, Counter]:
         for child in case:
             if child.tag in ("failure", "error", "skipped"):
                 outcome = {"failure": "failed", "error": "error", "skipped": "skipped"}[child.tag]
+                if child.tag == "skipped" and child.get("type") == "pytest.xfail":
+                    outcome = "xfailed"
         per_suite.setdefault(suite, Counter())[outcome] += 1
     return per_suite
 
 
 def format_summary(per_suite: dict[str, Counter]) -> str:
-    columns = ("passed", "failed", "error", "skipped")
+    columns = ("passed", "failed", "error", "skipped", "xfailed")
     lines = [f"{'suite':<14}" + "".join(f"{c:>9}" for c in columns)]
     for suite, counts in sorted(per_suite.items(), key=lambda item: (-item[1]["failed"] - item[1]["error"], item[0])):
         lines.append(f"{suite:<14}" + "".join(f"{counts[c]:>9}" for c in columns))

@@ -174,6 +174,13 @@ def pytest_run_header(config: pytest.Config, seed: int, dtype: str, model: Path,
     args = [str(a) for a in config.invocation_params.args if not str(a).startswith("--harness-seed")]
     command = shlex.join([sys.executable, "-m", "pytest", *args, f"--harness-seed={seed}"])
     workers = int(getattr(config.option, "numprocesses", 0) or 0)
-    return run_header(
-        run_id, config.getoption("--decoder"), model, config.getoption("--device"), dtype, seed, command, workers
-    )
+    decoder, device = config.getoption("--decoder"), config.getoption("--device")
+    header = run_header(run_id, decoder, model, device, dtype, seed, command, workers)
+    from harness.engines.catalogue import engine_of_decoder
+
+    engine = engine_of_decoder(decoder)
+    if engine is not None:  # an out-of-process engine: which build of it ran
+        flavour = "cuda" if str(device).startswith("cuda") else "cpu"
+        version = engine.environment.installed_version(flavour) or "not installed"
+        header["engine"] = f"{engine.environment.name} {version} ({flavour})"
+    return header

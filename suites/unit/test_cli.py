@@ -100,3 +100,27 @@ def test_run_with_the_mutants_suite_hands_the_catalogue_every_option_it_reads(mo
     assert (args.workers, args.dtype, args.budget, args.full_table) == (3, "float32", "smoke", False)
     parsed = cli.build_parser().parse_args(["mutants"])
     assert set(vars(parsed)) - {"command"} <= set(vars(args)), "run --suite mutants must set every mutants option"
+
+
+def test_the_run_summary_counts_expected_failures_apart_from_skips(tmp_path):
+    from harness.cli import format_summary, summarize
+
+    junit = tmp_path / "junit.xml"
+    junit.write_text(
+        '<testsuites><testsuite name="pytest">'
+        '<testcase classname="suites.greedy.test_a" name="t1"/>'
+        '<testcase classname="suites.greedy.test_a" name="t2"><failure message="x"/></testcase>'
+        '<testcase classname="suites.greedy.test_a" name="t3"><skipped type="pytest.skip" message="no k"/></testcase>'
+        '<testcase classname="suites.greedy.test_a" name="t4"><skipped type="pytest.xfail" message="finding"/></testcase>'
+        "</testsuite></testsuites>"
+    )
+    counts = summarize(junit)["greedy"]
+    assert counts == {"passed": 1, "failed": 1, "skipped": 1, "xfailed": 1}
+    assert format_summary({"greedy": counts}).splitlines()[0].split() == [
+        "suite",
+        "passed",
+        "failed",
+        "error",
+        "skipped",
+        "xfailed",
+    ]

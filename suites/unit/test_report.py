@@ -294,6 +294,13 @@ def test_the_header_shows_provenance_and_the_reproduce_command(page):
     assert 'class="banner"' not in page
 
 
+def test_the_header_names_the_engine_build_when_an_engine_ran():
+    results = synthetic_results()
+    assert "<dt>engine</dt>" not in render_report(results).split("</header>")[0]
+    results["run"]["engine"] = "vllm 0.32.0 (cpu)"
+    assert "<dt>engine</dt><dd>vllm 0.32.0 (cpu)</dd>" in render_report(results).split("</header>")[0]
+
+
 def test_the_summary_lists_suites_with_failures_first_with_correct_counts(page):
     by_suite = section(page, "summary").split("<h3>By decoder</h3>")[0]
     rows = re.findall(r"<tr>\s*<td>(\w+)</td>((?:\s*<td>[^<]*</td>)+)\s*</tr>", by_suite)
