@@ -56,8 +56,12 @@ class EngineProcess:
         except OSError as error:
             raise EngineError(f"engine {label}: cannot start {python} {server}: {error}") from error
         self._calls = 0
-        self._send(self.config)
-        ready = self._receive(timeout=STARTUP_TIMEOUT_SECONDS, waiting_for="the engine to start")
+        try:
+            self._send(self.config)
+            ready = self._receive(timeout=STARTUP_TIMEOUT_SECONDS, waiting_for="the engine to start")
+        except HarnessError:
+            self.close()
+            raise
         if not ready.get("ready"):
             tail = self.log_tail()
             self.close()

@@ -27,6 +27,7 @@ import traceback
 
 PROTOCOL = 1
 HARNESS_KEY = "mtp_harness"
+FINISH_REASONS = {"stop": "eos", "length": "length"}  # vLLM's -> the contract's (only stop_token_ids stop it)
 
 
 def main() -> None:
@@ -123,12 +124,13 @@ class Engine:
         results = []
         for request_id in ids:
             completion = finished[request_id].outputs[0]
+            if completion.finish_reason not in FINISH_REASONS:
+                raise RuntimeError(f"request {request_id} ended with finish_reason {completion.finish_reason!r}")
             tokens = [int(t) for t in completion.token_ids]
             results.append(
                 {
                     "token_ids": tokens,
-                    "finish_reason": "length" if completion.finish_reason == "length" else "eos",
-                    "vllm_finish_reason": completion.finish_reason,
+                    "finish_reason": FINISH_REASONS[completion.finish_reason],
                     "steps": self.recorder.take_steps(request_id, tokens),
                 }
             )
