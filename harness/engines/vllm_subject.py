@@ -85,6 +85,9 @@ class VLLMDecoder:
             "num_draft_tokens": k,
             "draft_mode": draft_mode,
             "seed": 0,
+            # CPU: eager (compiling every engine would take minutes on a small runner); CUDA: compiled with
+            # CUDA graphs, as deployed
+            "enforce_eager": self.flavour == "cpu",
         }
         threads = os.environ.get("MTP_HARNESS_ENGINE_THREADS", "1")
         env = {
