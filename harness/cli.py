@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
+import os
 import shlex
 import subprocess
 import sys
@@ -25,12 +27,55 @@ SUITE_MARKERS = {
 
 
 BUDGET_HELP = "smoke | ci | full: sampling N, Hypothesis examples, which mutants (default ci)"
+WORKERS_HELP = (
+    "pytest-xdist workers: a number, 0 for one process, or auto for one per usable core; default: one per "
+    "usable core on a CPU device, one process on an accelerator (each worker loads its own copy of the model)"
+)
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity where the OS has one), at least 1."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return os.cpu_count() or 1
+
+
+def workers_option(value: str) -> int | str:
+    """-n: a count of workers (0: no pytest-xdist) or 'auto'."""
+    if value == "auto":
+        return value
+    try:
+        count = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of workers or 'auto', got {value!r}") from None
+    if count < 0:
+        raise argparse.ArgumentTypeError(f"expected 0 or more workers, got {count}")
+    return count
+
+
+def resolve_workers(requested: int | str | None, device: str) -> int:
+    """The pytest-xdist workers of a run; 0 runs the suites in one process (also where xdist is missing)."""
+    if requested is None:
+        requested = "auto" if device.split(":")[0] == "cpu" else 0
+    workers = usable_cores() if requested == "auto" else int(requested)
+    if workers == 1 and requested == "auto":
+        return 0  # one core: a single worker only adds a process
+    if workers and importlib.util.find_spec("xdist") is None:
+        print("mtp-harness run: pytest-xdist is not installed; running in one process", flush=True)
+        return 0
+    return workers
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mtp-harness", description="Correctness harness for MTP-assisted decoding.")
     commands = parser.add_subparsers(dest="command", required=True)
-    run = commands.add_parser("run", help="run the suites on a decoder and model, print a summary")
+    run = commands.add_parser(
+        "run",
+        help="run the suites on a decoder and model, print a summary",
+        description="Run the suites through pytest, one pytest-xdist worker per usable core by default. Progress: "
+        "a line every 5% of the cases (or each minute) with cases done, total and the time left; then a "
+        "summary per suite and the path of the HTML report.",
+    )
     run.add_argument(
         "--suite",
         choices=[*sorted(SUITE_MARKERS), "mutants"],
@@ -43,7 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--dtype", default=None, help="float64 | float32 | bf16 | fp16 (default: float64 on CPU)")
     run.add_argument("--harness-seed", default=None, help="session seed (default: the plugin's fixed seed)")
     run.add_argument("--budget", choices=sorted(BUDGETS), default=DEFAULT_BUDGET, help=BUDGET_HELP)
-    run.add_argument("-n", "--workers", default=None, help="pytest-xdist workers (e.g. 2 or auto)")
+    run.add_argument("-n", "--workers", type=workers_option, default=None, help=WORKERS_HELP)
     run.add_argument("--report-dir", type=Path, default=REPORTS, help="where run directories go (default: reports/)")
     run.add_argument("pytest_args", nargs=argparse.REMAINDER, help="extra pytest arguments after --")
     mutants = commands.add_parser(
@@ -111,8 +156,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def pytest_command(args: argparse.Namespace, junit: Path) -> list[str]:
     """The pytest invocation for `mtp-harness run` (printed, so a run can be reproduced by hand); the
-    report goes beside the JUnit file."""
+    report goes beside the JUnit file. Progress comes from harness.progress instead of a dot per test."""
     command = [sys.executable, "-m", "pytest", str(SUITES), "-m", SUITE_MARKERS[args.suite], "-q"]
+    command += ["-p", "harness.progress", "-o", "console_output_style=classic"]
     command.append(f"--harness-report={junit.parent}")
     command += [f"--decoder={args.decoder}", f"--model={args.model}", f"--device={args.device}"]
     if args.dtype:
@@ -121,8 +167,9 @@ def pytest_command(args: argparse.Namespace, junit: Path) -> list[str]:
         command.append(f"--harness-seed={args.harness_seed}")
     if args.budget != DEFAULT_BUDGET:
         command.append(f"--harness-budget={args.budget}")
-    if args.workers:
-        command += ["-n", str(args.workers), "--dist", "loadgroup"]
+    workers = resolve_workers(args.workers, args.device)
+    if workers:
+        command += ["-n", str(workers), "--dist", "loadgroup"]
     command.append(f"--junitxml={junit}")
     extra = args.pytest_args[1:] if args.pytest_args[:1] == ["--"] else args.pytest_args
     return command + extra
@@ -154,7 +201,7 @@ def format_summary(per_suite: dict[str, Counter]) -> str:
 
 def run(args: argparse.Namespace) -> int:
     if args.suite == "mutants":
-        workers = int(args.workers) if str(args.workers or "").isdigit() else 2
+        workers = 2 if args.workers is None else usable_cores() if args.workers == "auto" else max(1, args.workers)
         catalogue = argparse.Namespace(
             mutant=None,
             suite=None,

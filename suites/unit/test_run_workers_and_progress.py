@@ -1,0 +1,114 @@
+"""`mtp-harness run`: one pytest-xdist worker per usable core unless -n says otherwise, and a quiet progress line
+every 5% of the cases with the time left (harness/progress.py) instead of a dot per test."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import re
+
+import pytest
+
+import harness.cli as cli
+from harness.progress import format_duration, progress_line, time_left
+
+pytest_plugins = ["pytester"]
+
+
+def command_for(tmp_path, *options: str) -> list[str]:
+    return cli.pytest_command(cli.build_parser().parse_args(["run", *options]), tmp_path / "junit.xml")
+
+
+def workers_of(command: list[str]) -> int:
+    if "-n" not in command:
+        return 0
+    assert command[command.index("-n") + 2 : command.index("-n") + 4] == ["--dist", "loadgroup"]
+    return int(command[command.index("-n") + 1])
+
+
+def test_run_uses_one_worker_per_usable_core_by_default(tmp_path, monkeypatch):
+    monkeypatch.setattr(cli, "usable_cores", lambda: 6)
+    assert workers_of(command_for(tmp_path)) == 6
+    assert workers_of(command_for(tmp_path, "-n", "auto")) == 6
+
+
+def test_run_with_n_0_runs_in_one_process_and_n_3_with_three_workers(tmp_path, monkeypatch):
+    monkeypatch.setattr(cli, "usable_cores", lambda: 6)
+    assert workers_of(command_for(tmp_path, "-n", "0")) == 0
+    assert workers_of(command_for(tmp_path, "--workers", "3")) == 3
+
+
+def test_run_on_one_core_or_an_accelerator_runs_in_one_process_unless_told(tmp_path, monkeypatch):
+    monkeypatch.setattr(cli, "usable_cores", lambda: 1)
+    assert workers_of(command_for(tmp_path)) == 0
+    monkeypatch.setattr(cli, "usable_cores", lambda: 6)
+    assert workers_of(command_for(tmp_path, "--device", "cuda")) == 0  # each worker would load the model
+    assert workers_of(command_for(tmp_path, "--device", "cuda:1", "-n", "2")) == 2
+
+
+def test_run_without_pytest_xdist_runs_in_one_process(tmp_path, monkeypatch, capsys):
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None if name == "xdist" else find_spec(name))
+    assert workers_of(command_for(tmp_path, "-n", "2")) == 0
+    assert "pytest-xdist is not installed; running in one process" in capsys.readouterr().out
+
+
+def test_the_workers_option_takes_a_count_or_auto():
+    assert cli.workers_option("auto") == "auto" and cli.workers_option("0") == 0
+    for bad in ("-1", "two", "logical"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            cli.workers_option(bad)
+
+
+def test_usable_cores_counts_this_process_s_cores():
+    assert 1 <= cli.usable_cores() <= (os.cpu_count() or 1)
+
+
+def test_run_s_pytest_command_loads_the_progress_plugin_instead_of_dots(tmp_path):
+    command = command_for(tmp_path, "-n", "0")
+    assert command[command.index("-p") + 1] == "harness.progress"
+    assert command[command.index("-o") + 1] == "console_output_style=classic"
+
+
+def test_a_progress_line_says_cases_done_total_failures_and_time_left():
+    assert progress_line(38, 756, 0, 75.0, 1425.0) == (
+        "mtp-harness: 38/756 cases (5%), 0 failed, 1m 15s elapsed, about 23m 45s left"
+    )
+    assert progress_line(756, 756, 2, 3725.0, 0.0) == "mtp-harness: 756/756 cases (100%), 2 failed, 1h 02m elapsed"
+    assert progress_line(1, 756, 0, 9.0, None) == "mtp-harness: 1/756 cases (0%), 0 failed, 9s elapsed"
+    assert format_duration(59.6) == "1m 00s"
+
+
+def test_time_left_is_the_rate_since_the_first_case_times_the_cases_to_go():
+    assert time_left(1, 10, first_done_s=100.0, now_s=100.0) is None
+    assert time_left(3, 10, first_done_s=100.0, now_s=104.0) == pytest.approx(2.0 * 7)
+
+
+MANY_TESTS = """
+import pytest
+
+@pytest.mark.parametrize("i", range(40))
+def test_case(i):
+    assert i != 7
+"""
+
+
+def progress_lines(output: list[str]) -> list[tuple[int, int, int]]:
+    found = (re.match(r"mtp-harness: (\d+)/(\d+) cases \(\d+%\), (\d+) failed", line) for line in output)
+    return [(int(m[1]), int(m[2]), int(m[3])) for m in found if m]
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one-process", "xdist"])
+def test_progress_prints_a_line_every_5_percent_and_no_dot_per_test(pytester, workers):
+    pytester.makepyfile(MANY_TESTS)
+    result = pytester.runpytest_subprocess(
+        "-q", "-p", "harness.progress", "-o", "console_output_style=classic", "-p", "no:cacheprovider", *workers
+    )
+    result.assert_outcomes(passed=39, failed=1)
+    lines = progress_lines(result.outlines)
+    assert [done for done, _, _ in lines] == list(range(2, 41, 2))  # 40 cases: every 2nd is the next 5%
+    assert {total for _, total, _ in lines} == {40}
+    assert lines[-1][2] == 1 and "about" in next(line for line in result.outlines if "20/40 cases" in line)
+    assert not [line for line in result.outlines if re.fullmatch(r"[.FsxE]+\s*(\[\s*\d+%\])?", line.strip())]
+    result.stdout.fnmatch_lines(["FAILED *test_case*7*"])  # the failure itself is still reported
