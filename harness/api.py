@@ -148,27 +148,77 @@ class DecodeResult:
 
 @runtime_checkable
 class Decoder(Protocol):
-    """What the harness drives. Implementations must honour every DecodeRequest field or say which they
-    cannot in `unsupported` (field names), so suites that need them skip with that reason.
+    """What the harness drives. Implementations must honour every DecodeRequest field, or declare what they
+    cannot serve, so that suites skip exactly those cases and name the reason.
 
-    Optional attributes: `unsupported` (field names), `drafts_from` (the first output position the decoder
-    drafts: 0 by default; 1 for an engine whose prefill samples the first token without drafts, as vLLM's),
-    `observer` (the inspection hook, see PassSnapshot)."""
+    Optional attributes:
+    - `unsupported`: capabilities the decoder lacks entirely: "forced_drafts" (it cannot propose a forced
+      token), "steps" (it reports no verification passes). A request field named here ("num_draft_tokens",
+      "draft_mode") is served at its default value only.
+    - `serves`: request field -> the values the decoder serves, e.g. {"num_draft_tokens": {2}} for an engine
+      whose k is fixed by its MTP depths, {"draft_mode": {"sample"}} for one that samples its drafts whenever
+      the target samples. draft_mode only matters when the target samples: at temperature 0 a draft sampled
+      from the processed q is its argmax, the greedy draft.
+    - `drafts_from`: the first output position the decoder drafts for: 0 by default; 1 for an engine whose
+      prefill samples the first token without drafts, as vLLM's and transformers' MTP generation do.
+    - `drafter`: what proposes the drafts: "mtp" (the checkpoint's MTP depths, the default) or a description
+      of another drafter (a draft model); the draft-conformance check applies to "mtp" drafters only.
+    - `observer`: the inspection hook, see PassSnapshot."""
 
     name: str
 
     def decode(self, requests: Sequence[DecodeRequest]) -> list[DecodeResult]: ...
 
 
+CAPABILITIES = ("forced_drafts", "steps")
+_DEFAULTS: Mapping[str, object] = MappingProxyType({"num_draft_tokens": 1, "draft_mode": "greedy"})
+
+
 def unsupported_fields(decoder: Decoder) -> frozenset[str]:
-    """The request fields a decoder declares it cannot honour (attribute `unsupported`, default none)."""
+    """The capabilities and request fields a decoder declares it cannot honour (attribute `unsupported`)."""
     return frozenset(getattr(decoder, "unsupported", ()))
+
+
+def served_values(decoder: Decoder) -> dict[str, frozenset[object]]:
+    """Request field -> the values `decoder` serves, for the fields it restricts (absent: every valid value).
+    From its `serves` attribute, and a field named in `unsupported` serves its default value only."""
+    served = {name: frozenset({_DEFAULTS[name]}) for name in unsupported_fields(decoder) if name in _DEFAULTS}
+    for name, values in dict(getattr(decoder, "serves", {})).items():
+        if name not in _DEFAULTS:
+            raise HarnessError(
+                f"decoder {decoder.name!r} declares served values of {name!r}, not a restrictable request field "
+                f"(one of {', '.join(_DEFAULTS)})"
+            )
+        served[name] = frozenset(values)
+    return served
+
+
+def cannot_serve(decoder: Decoder, *capabilities: str, **values: object) -> str | None:
+    """Why `decoder` cannot serve a case that needs `capabilities` ("forced_drafts", "steps") and these request
+    field values (e.g. num_draft_tokens=3), naming the exact capability or value; None when it can."""
+    unknown = set(capabilities) - set(CAPABILITIES)
+    if unknown:
+        raise HarnessError(f"unknown capabilities {sorted(unknown)}: the known ones are {', '.join(CAPABILITIES)}")
+    lacking = sorted(set(capabilities) & unsupported_fields(decoder))
+    if lacking:
+        return f"decoder {decoder.name!r} declares it cannot honour {', '.join(lacking)}"
+    served = served_values(decoder)
+    for name, value in values.items():
+        if name in served and value not in served[name]:
+            allowed = ", ".join(repr(v) for v in sorted(served[name], key=str))
+            return f"decoder {decoder.name!r} serves {name} in {{{allowed}}}, not {value!r}"
+    return None
 
 
 def drafts_from(decoder: Decoder) -> int:
     """The first output position `decoder` proposes drafts for (attribute `drafts_from`, default 0). Forced
     drafts at earlier positions are never used: those positions come from passes without drafts."""
     return int(getattr(decoder, "drafts_from", 0))
+
+
+def drafter(decoder: Decoder) -> str:
+    """What proposes `decoder`'s drafts (attribute `drafter`): "mtp" for the checkpoint's MTP depths (default)."""
+    return str(getattr(decoder, "drafter", "mtp"))
 
 
 # --- inspection hook ------------------------------------------------------------------------------------------

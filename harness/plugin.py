@@ -303,14 +303,14 @@ def decoder(pytestconfig: pytest.Config, bundle: ModelBundle) -> Decoder:
 
 @pytest.fixture
 def require(decoder: Decoder) -> Callable[..., None]:
-    """require(*fields): skip the test, with the decoder's own declaration as the reason, when the decoder
-    under test declares it cannot honour one of those request fields (its `unsupported` set)."""
-    from harness.api import unsupported_fields
+    """require(*capabilities, **values): skip the test when the decoder under test declares it cannot serve it,
+    naming the capability ("forced_drafts", "steps") or the exact request value (num_draft_tokens=3) it lacks."""
+    from harness.api import cannot_serve
 
-    def needs(*fields: str) -> None:
-        missing = sorted(set(fields) & unsupported_fields(decoder))
-        if missing:
-            pytest.skip(f"decoder {decoder.name!r} declares it cannot honour {', '.join(missing)}")
+    def needs(*capabilities: str, **values: object) -> None:
+        reason = cannot_serve(decoder, *capabilities, **values)
+        if reason:
+            pytest.skip(reason)
 
     return needs
 

@@ -39,10 +39,10 @@ class SamplingCase:
     def seed(self) -> int:
         return zlib.crc32(self.id.encode())
 
-    def fields_needed(self) -> list[str]:
-        needed = ["num_draft_tokens"] if self.k > 1 else []
-        needed += ["draft_mode"] if self.draft_mode == "greedy" else []
-        return needed + (["forced_drafts"] if self.forced else [])
+    def needs(self) -> tuple[tuple[str, ...], dict[str, object]]:
+        """(capabilities, request values) a decoder must serve to run this case; see `api.cannot_serve`."""
+        capabilities = ("forced_drafts",) if self.forced else ()
+        return capabilities, {"num_draft_tokens": self.k, "draft_mode": self.draft_mode}
 
 
 def case_grid() -> list[SamplingCase]:

@@ -21,7 +21,7 @@ def _stop_candidates(reference, k):
 
 @pytest.mark.parametrize("k", [2, 3, 4], ids=lambda k: f"k{k}")
 def test_eos_inside_an_accepted_run_ends_the_output_there(decoder, bundle, greedy_references, check_tokens, require, k):
-    require("forced_drafts", "num_draft_tokens")
+    require("forced_drafts", num_draft_tokens=k)
     checked = 0
     for reference in greedy_references.values():
         found = _stop_candidates(reference, 1)
@@ -49,7 +49,7 @@ def test_eos_inside_an_accepted_run_ends_the_output_there(decoder, bundle, greed
 
 @pytest.mark.parametrize("k", [1, 2, 3, 4], ids=lambda k: f"k{k}")
 def test_eos_as_the_bonus_token_ends_the_output(decoder, greedy_references, check_tokens, require, k):
-    require("forced_drafts", "steps", *(["num_draft_tokens"] if k > 1 else []))
+    require("forced_drafts", "steps", num_draft_tokens=k)
     first = drafts_from(decoder)  # the first drafting pass starts there
     checked = 0
     for reference in greedy_references.values():
@@ -78,7 +78,7 @@ def test_eos_as_the_bonus_token_ends_the_output(decoder, greedy_references, chec
 def test_max_new_tokens_at_every_value_up_to_k_plus_2(
     decoder, bundle, greedy_references, check_tokens, require, k, prompt_id
 ):
-    require("forced_drafts", *(["num_draft_tokens"] if k > 1 else []))
+    require("forced_drafts", num_draft_tokens=k)
     reference = greedy_references[prompt_id]
     forced = dict(enumerate(reference.tokens))  # every draft accepted: the pass would overshoot if unchecked
     for max_new_tokens in range(1, k + 3):

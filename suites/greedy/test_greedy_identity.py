@@ -12,8 +12,7 @@ K_VALUES = [1, 2, 3, 4]
 
 @pytest.mark.parametrize("k", K_VALUES, ids=[f"k{k}" for k in K_VALUES])
 def test_natural_drafts_reproduce_the_reference(decoder, reference, check_tokens, require, k):
-    if k > 1:
-        require("num_draft_tokens")
+    require(num_draft_tokens=k)
     request = reference.request(num_draft_tokens=k)
     [result] = decoder.decode([request])
     check_tokens(reference, result, request=request)
@@ -21,8 +20,7 @@ def test_natural_drafts_reproduce_the_reference(decoder, reference, check_tokens
 
 @pytest.mark.parametrize("k", K_VALUES, ids=[f"k{k}" for k in K_VALUES])
 def test_a_batch_of_mixed_prompts_equals_each_prompt_alone(decoder, greedy_references, check_tokens, require, k):
-    if k > 1:
-        require("num_draft_tokens")
+    require(num_draft_tokens=k)
     references = list(greedy_references.values())
     requests = [r.request(num_draft_tokens=k) for r in references]
     assert len({len(r.prompt_ids) for r in requests}) > 1, "the batch must mix prompt lengths"

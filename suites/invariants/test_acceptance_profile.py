@@ -33,7 +33,7 @@ def check_steps_account_for_tokens(request, result):
 
 
 def test_every_pass_accounts_for_its_tokens(decoder, bundle, prompts, require, record_property):
-    require("steps", "num_draft_tokens")
+    require("steps", num_draft_tokens=PROFILE_K)
     requests = [
         DecodeRequest(
             tuple(p.encode(bundle.tokenizer)),

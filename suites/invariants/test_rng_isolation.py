@@ -13,10 +13,7 @@ pytestmark = pytest.mark.invariants
 @pytest.mark.parametrize("draft_mode", ["greedy", "sample"])
 @pytest.mark.parametrize("k", [1, 2, 3, 4], ids=lambda k: f"k{k}")
 def test_a_sampled_request_is_independent_of_its_batch(decoder, bundle, invariant_prompts, require, k, draft_mode):
-    if k > 1:
-        require("num_draft_tokens")
-    if draft_mode == "sample":
-        require("draft_mode")
+    require(num_draft_tokens=k, draft_mode=draft_mode)
     sampling = SamplingConfig(temperature=1.0, top_p=0.95)
     requests = [
         DecodeRequest(

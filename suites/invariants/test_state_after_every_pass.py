@@ -19,6 +19,12 @@ SCENARIOS = {
 }
 
 
+def served_scenario(scenario: str) -> dict[str, object]:
+    """The request values a decoder must serve for `scenario` (the draft mode matters only when sampling)."""
+    settings = SCENARIOS[scenario]
+    return {} if settings["sampling"].is_greedy else {"draft_mode": settings["draft_mode"]}
+
+
 def _requests(bundle, prompts, k, scenario, forced_every=None):
     requests = []
     for index, prompt in enumerate(prompts):
@@ -42,7 +48,10 @@ def _requests(bundle, prompts, k, scenario, forced_every=None):
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
 @pytest.mark.parametrize("k", [1, 2, 3, 4], ids=lambda k: f"k{k}")
-def test_state_is_clean_after_every_pass_in_a_batch(bundle, inspect, assert_clean, invariant_prompts, k, scenario):
+def test_state_is_clean_after_every_pass_in_a_batch(
+    bundle, inspect, assert_clean, invariant_prompts, require, k, scenario
+):
+    require(num_draft_tokens=k, **served_scenario(scenario))
     _, violations, snapshots = inspect(_requests(bundle, invariant_prompts, k, scenario))
     assert_clean(violations, snapshots)
 
@@ -50,13 +59,14 @@ def test_state_is_clean_after_every_pass_in_a_batch(bundle, inspect, assert_clea
 @pytest.mark.parametrize("k", [2, 3], ids=lambda k: f"k{k}")
 @pytest.mark.parametrize("every", [1, 3])
 def test_state_is_clean_after_forced_rejections(bundle, inspect, assert_clean, invariant_prompts, k, every, require):
-    require("forced_drafts")
+    require("forced_drafts", num_draft_tokens=k, **served_scenario("sampling-sampled-drafts"))
     _, violations, snapshots = inspect(_requests(bundle, invariant_prompts, k, "sampling-sampled-drafts", every))
     assert_clean(violations, snapshots)
 
 
 @pytest.mark.parametrize("k", [1, 4], ids=lambda k: f"k{k}")
-def test_state_is_clean_for_a_request_decoded_alone(bundle, inspect, assert_clean, invariant_prompts, k):
+def test_state_is_clean_for_a_request_decoded_alone(bundle, inspect, assert_clean, invariant_prompts, require, k):
+    require(num_draft_tokens=k)
     for request in _requests(bundle, invariant_prompts[:3], k, "greedy"):
         _, violations, snapshots = inspect([request])
         assert_clean(violations, snapshots)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from harness.api import unsupported_fields
+from harness.api import cannot_serve
 from harness.budget import BUDGETS
 from harness.sampling_cases import (
     LawOutcome,
@@ -50,18 +50,22 @@ class FamilyResult:
     adjustment: str = "Holm"  # "Bonferroni" when decided early (a bound that implies the Holm rejection)
 
 
+def serves_case(decoder, case: SamplingCase) -> bool:
+    capabilities, values = case.needs()
+    return cannot_serve(decoder, *capabilities, **values) is None
+
+
 class SamplingFamily:
     def __init__(self, config, session, decoder, bundle, prompts):
         self.decoder, self.bundle = decoder, bundle
         self.prompts = {p.id: p for p in prompts}
         self.tv = config.getoption("--sampling-tv") or BUDGETS[config.getoption("--harness-budget")].sampling_tv
         # the family: the selected cases the decoder can serve (the others skip, naming what it cannot honour)
-        cannot = unsupported_fields(decoder)
         self.selected = [
             item.callspec.params["case"]
             for item in session.items
             if hasattr(item, "callspec") and "case" in item.callspec.params and item.get_closest_marker("sampling")
-            if not set(CASES[item.callspec.params["case"]].fields_needed()) & cannot
+            if serves_case(decoder, CASES[item.callspec.params["case"]])
         ]
         self.m = sum(p_values_per_case(CASES[c]) for c in self.selected)
         self.results: dict[str, FamilyResult] | None = None
@@ -216,7 +220,8 @@ def check_sampling_case(sampling_family, require, record_property):
     """check(case_id): skip what the decoder cannot serve, else fail if the case rejects at the family alpha."""
 
     def check(case_id: str) -> FamilyResult:
-        require(*CASES[case_id].fields_needed())
+        capabilities, values = CASES[case_id].needs()
+        require(*capabilities, **values)
         result = sampling_family.result(case_id)
         assert_case_passes(result, record_property, case_id, sampling_family.bundle.tokenizer.decode)
         return result

@@ -20,7 +20,8 @@ CALIBRATION_ALPHA = 1e-3
 @pytest.mark.parametrize("case_id", ["T1.0-topk50-topp0.9-k2-sample-natural-02", "T0.7-nofilter-k2-greedy-natural-02"])
 def test_p_values_are_uniform_on_the_correct_decoder(decoder, bundle, prompts, require, record_property, case_id):
     case = next(c for c in case_grid() if c.id == case_id)
-    require(*case.fields_needed())
+    capabilities, values = case.needs()
+    require(*capabilities, **values)
     prompt_ids = tuple(next(p for p in prompts if p.id == case.prompt_id).encode(bundle.tokenizer))
     chi2_p, g_p = [], []
     for replicate in range(REPLICATES):
