@@ -5,27 +5,31 @@
                             target's first decoder layer with its embedding, final norm and head (a
                             layer-skip draft built from the same checkpoint)
 
-Both run one request at a time (transformers' assisted generation is batch-1 only). transformers samples
-from the global RNG, so each request runs inside `torch.random.fork_rng()` seeded with the request's seed:
-the run is reproducible and leaves the caller's global RNG state untouched.
+Both run one request at a time (transformers' assisted generation is batch-1 only). Forced drafts and the
+verification passes come from wrapping the candidate generator transformers builds
+(harness/transformers_candidates.py). Both sample their drafts from the processed draft distribution when
+the target samples (draft_mode "sample"). transformers samples from the global RNG, so each request runs
+inside `torch.random.fork_rng()` seeded with the request's seed: the run is reproducible and leaves the
+caller's global RNG state untouched.
 """
 
 from __future__ import annotations
 
 import contextlib
 import copy
-from collections.abc import Iterator, Sequence
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 
 import torch
 from transformers import GenerationConfig, PreTrainedModel
-from transformers.generation.candidate_generator import MTPCandidateGenerator
 
 from harness.api import DecodeRequest, DecodeResult, validate_for_model
 from harness.batch import truncate
 from harness.errors import HarnessError
 from harness.models import ModelBundle
 from harness.quiet import quiet_transformers
-from harness.transformers_mtp import enable_transformers_mtp
+from harness.transformers_candidates import instrument_generation
+from harness.transformers_mtp import enable_transformers_mtp, mtp_depths_in_use
 
 
 def _generation_config(request: DecodeRequest, pad_token_id: int, **extra: object) -> GenerationConfig:
@@ -50,7 +54,7 @@ class _TransformersGenerateDecoder:
     """Shared loop: one `generate` call per request, inside a forked and seeded global RNG."""
 
     name = "transformers"
-    unsupported: frozenset[str] = frozenset({"forced_drafts", "steps"})
+    serves: Mapping[str, frozenset[object]] = MappingProxyType({"draft_mode": frozenset({"sample"})})
 
     def __init__(self, bundle: ModelBundle) -> None:
         self.bundle = bundle
@@ -64,6 +68,10 @@ class _TransformersGenerateDecoder:
         """Extra generate() arguments that are not generation settings."""
         return {}
 
+    def configured(self, request: DecodeRequest) -> contextlib.AbstractContextManager[None]:
+        """Set up the model for `request` for the duration of its `generate` call."""
+        return contextlib.nullcontext()
+
     @torch.no_grad()
     def decode(self, requests: Sequence[DecodeRequest]) -> list[DecodeResult]:
         for index, request in enumerate(requests):
@@ -75,7 +83,12 @@ class _TransformersGenerateDecoder:
         prompt = torch.tensor([request.prompt_ids], device=device)
         pad = request.eos_token_ids[0] if request.eos_token_ids else 0
         devices = [device] if device.type == "cuda" else []
-        with torch.random.fork_rng(devices=devices), quiet_transformers():
+        with (
+            torch.random.fork_rng(devices=devices),
+            quiet_transformers(),
+            self.configured(request),
+            instrument_generation(self.model, prompt.shape[1], request.forced_drafts) as passes,
+        ):
             torch.manual_seed(request.seed)
             output = self.model.generate(
                 prompt,
@@ -85,37 +98,37 @@ class _TransformersGenerateDecoder:
             )
         generated = output[0, prompt.shape[1] :].tolist()
         tokens, finish = truncate(generated, request.max_new_tokens, request.eos_token_ids)
-        return DecodeResult(tuple(tokens), (), finish or "length")
+        return DecodeResult(tuple(tokens), tuple(passes.steps), finish or "length")
 
 
 class TransformersMTPDecoder(_TransformersGenerateDecoder):
-    """transformers' native MTP generation. It drafts one token per MTP depth, so num_draft_tokens is fixed.
-
-    It reports no verification steps, but records every draft it proposed in `draft_log` as
-    (committed token ids, drafts), by wrapping transformers' MTPCandidateGenerator.get_candidates.
-    """
+    """transformers' native MTP generation. It drafts one token per MTP depth in use: k = 1 .. the
+    checkpoint's depths, by loading the first k depths (as a checkpoint configured with k depths would).
+    Its prefill pass samples output token 0 without drafts."""
 
     name = "transformers-mtp"
-    unsupported = frozenset({"forced_drafts", "num_draft_tokens", "draft_mode", "steps"})
+    drafts_from = 1
 
     def __init__(self, bundle: ModelBundle) -> None:
         super().__init__(bundle)
         self.model = enable_transformers_mtp(bundle)
-        self.draft_log: list[tuple[tuple[int, ...], tuple[int, ...]]] = []
-
-    def _decode_one(self, request: DecodeRequest) -> DecodeResult:
-        with _recording_candidates(self.draft_log):
-            return super()._decode_one(request)
+        self.serves = {
+            "num_draft_tokens": frozenset(range(1, bundle.layout.num_depths + 1)),
+            "draft_mode": frozenset({"sample"}),
+        }
 
     def generation_settings(self, request: DecodeRequest) -> dict[str, object]:
         return {"use_mtp": True}
+
+    def configured(self, request: DecodeRequest) -> contextlib.AbstractContextManager[None]:
+        return mtp_depths_in_use(self.model, request.num_draft_tokens)
 
 
 class TransformersAssistedDecoder(_TransformersGenerateDecoder):
     """transformers' assisted generation with a layer-skip draft model (num_draft_tokens drafts per pass)."""
 
     name = "transformers-assisted"
-    unsupported = frozenset({"forced_drafts", "draft_mode", "steps"})
+    drafter = "a layer-skip draft model (the target's first layer)"
 
     def __init__(self, bundle: ModelBundle) -> None:
         super().__init__(bundle)
@@ -126,25 +139,6 @@ class TransformersAssistedDecoder(_TransformersGenerateDecoder):
         self.draft.generation_config.num_assistant_tokens_schedule = "constant"
         self.draft.generation_config.assistant_confidence_threshold = 0.0
         return {"assistant_model": self.draft}
-
-
-@contextlib.contextmanager
-def _recording_candidates(log: list[tuple[tuple[int, ...], tuple[int, ...]]]) -> Iterator[None]:
-    """While active, append (committed ids, drafted ids) for every MTPCandidateGenerator.get_candidates call."""
-    original = MTPCandidateGenerator.get_candidates
-
-    def recorded(self: MTPCandidateGenerator, input_ids: torch.LongTensor, *args: object, **kwargs: object) -> tuple:
-        candidates, logits = original(self, input_ids, *args, **kwargs)
-        committed = input_ids.shape[1]
-        if candidates.shape[1] > committed:
-            log.append((tuple(input_ids[0].tolist()), tuple(candidates[0, committed:].tolist())))
-        return candidates, logits
-
-    MTPCandidateGenerator.get_candidates = recorded
-    try:
-        yield
-    finally:
-        MTPCandidateGenerator.get_candidates = original
 
 
 def first_layer_draft(target: PreTrainedModel) -> PreTrainedModel:

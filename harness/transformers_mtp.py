@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 from transformers import PreTrainedModel
 
 from harness.errors import HarnessError
@@ -29,3 +32,18 @@ def enable_transformers_mtp(bundle: ModelBundle) -> PreTrainedModel:
         patterns = [rf"model\.layers\.{first + d}\..*" for d in range(bundle.layout.num_depths)]
         bundle.target._keys_to_ignore_on_load_unexpected = patterns
     return bundle.target
+
+
+@contextlib.contextmanager
+def mtp_depths_in_use(model: PreTrainedModel, depths: int) -> Iterator[None]:
+    """While active, transformers' MTP generation loads and drafts with the first `depths` MTP depths of the
+    checkpoint (its MtpModel reads `num_mtp_layers` from the config on every `generate` call)."""
+    config = model.config.get_text_config()
+    available = config.num_mtp_layers
+    if not 1 <= depths <= available:
+        raise HarnessError(f"transformers' MTP generation drafts with 1..{available} depths, not {depths}")
+    config.num_mtp_layers = depths
+    try:
+        yield
+    finally:
+        config.num_mtp_layers = available

@@ -19,8 +19,9 @@ K_VALUES = [1, 2, 3, 4]
 def check_forced_passes(reference, result, k, rejections, first=0, room=None):
     """Each pass starts where the schedule says, and rejects exactly at the forced position (a decoder that
     drafts from position `first` on makes single-token passes without drafts before it). `room`: output
-    positions left before the model's context ends; a pass whose k drafts and bonus token would reach it may
-    draft fewer (its bonus position does not exist), so a forced position there may go unproposed."""
+    positions the request can reach (before the context end or max_new_tokens); a pass whose k drafts and
+    bonus token would reach it may draft fewer (drafts past the end are wasted, as transformers' draft model
+    knows), so a forced position there may go unproposed."""
     expected = expected_steps(len(reference.tokens), k, rejections, first)
     actual = [(s.start, len(s.emitted)) for s in result.steps]
     assert actual == [(e.start, e.emitted) for e in expected], (
@@ -32,8 +33,8 @@ def check_forced_passes(reference, result, k, rejections, first=0, room=None):
             continue
         index = plan.rejected_at - plan.start
         if index >= len(step.drafts):
-            at_context_end = room is not None and plan.start + k >= room
-            assert at_context_end, (
+            at_output_end = room is not None and plan.start + k >= room
+            assert at_output_end, (
                 f"pass at {step.start} proposed {len(step.drafts)} drafts: the forced draft at position "
                 f"{plan.rejected_at} (index {index}) was never proposed"
             )
@@ -48,7 +49,8 @@ def check_forced_passes(reference, result, k, rejections, first=0, room=None):
 
 
 def context_room(bundle, reference):
-    return bundle.max_context - len(reference.prompt_ids)
+    """Output positions the request can reach: up to the model's context end or max_new_tokens."""
+    return min(bundle.max_context - len(reference.prompt_ids), reference.prompt.max_new_tokens)
 
 
 def run_forced(decoder, bundle, reference, check_tokens, k, rejections):
@@ -97,7 +99,7 @@ def forced_batches(decoder, greedy_references):
 def test_forced_rejections_keep_the_reference(
     decoder, bundle, reference, forced_batches, check_tokens, require, schedule, k
 ):
-    require("forced_drafts", "steps", *(["num_draft_tokens"] if k > 1 else []))
+    require("forced_drafts", "steps", num_draft_tokens=k)
     result, rejections = forced_batches(k, schedule)[reference.prompt.id]
     request = reference.request(
         num_draft_tokens=k, forced_drafts=forced_drafts(reference.tokens, reference.runner_up, rejections)
@@ -110,7 +112,7 @@ def test_forced_rejections_keep_the_reference(
 def test_rejections_at_random_positions_keep_the_reference(
     decoder, bundle, greedy_references, check_tokens, require, k
 ):
-    require("forced_drafts", "steps", *(["num_draft_tokens"] if k > 1 else []))
+    require("forced_drafts", "steps", num_draft_tokens=k)
     references = list(greedy_references.values())
 
     @given(index=st.integers(0, len(references) - 1), data=st.data())

@@ -10,19 +10,14 @@ import json
 
 import pytest
 
-from harness.api import DecodeRequest
+from harness.api import DecodeRequest, drafter
 from harness.mtp_decoder import MTPDecoder
 
 pytestmark = pytest.mark.invariants
 
 
-def proposed_drafts(decoder, requests, results):
-    """(committed ids, drafts) of every pass: from the steps, or from a decoder's own draft log."""
-    log = getattr(decoder, "draft_log", None)
-    if log is not None:
-        return list(log)
-    if "steps" in getattr(decoder, "unsupported", ()):
-        pytest.skip(f"decoder {decoder.name!r} reports neither verification steps nor a draft log")
+def proposed_drafts(requests, results):
+    """(committed ids, drafts) of every pass that drafted, from the verification steps."""
     passes = []
     for request, result in zip(requests, results, strict=True):
         for step in result.steps:
@@ -61,18 +56,20 @@ def acceptance_per_depth(passes, committed_after):
 
 @pytest.mark.parametrize("k", [1, 2, 3], ids=lambda k: f"k{k}")
 def test_greedy_drafts_equal_the_harness_proposers(decoder, bundle, prompts, require, record_property, k):
-    if k > 1:
-        require("num_draft_tokens")
+    require("steps", num_draft_tokens=k)
+    if drafter(decoder) != "mtp":
+        pytest.skip(
+            f"decoder {decoder.name!r} drafts with {drafter(decoder)}, not the checkpoint's MTP depths the "
+            "harness proposer runs"
+        )
     requests = [
         DecodeRequest(
             tuple(p.encode(bundle.tokenizer)), p.max_new_tokens, num_draft_tokens=k, eos_token_ids=bundle.eos_token_ids
         )
         for p in prompts
     ]
-    if hasattr(decoder, "draft_log"):
-        decoder.draft_log.clear()
     results = decoder.decode(requests)
-    passes = proposed_drafts(decoder, requests, results)
+    passes = proposed_drafts(requests, results)
     assert passes, "no drafts were proposed"
     expected = harness_drafts(bundle, passes)
     finals = {r.prompt_ids: r.prompt_ids + res.token_ids for r, res in zip(requests, results, strict=True)}
