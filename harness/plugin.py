@@ -98,6 +98,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--prompts", default=str(DEFAULT_PROMPTS), help="prompt fixture file (JSON). Default: fixtures/prompts.json."
     )
+    group.addoption(
+        "--sampling-tv",
+        type=float,
+        default=None,
+        help="the total-variation shift each sampling case must detect with power 0.99 at the family alpha; "
+        "sets N per case (default: the budget's, "
+        + ", ".join(f"{name} {budget.sampling_tv}" for name, budget in BUDGETS.items())
+        + ")",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:

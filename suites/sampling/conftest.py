@@ -27,18 +27,6 @@ from harness.target_law import OTHER
 CASES = {case.id: case for case in case_grid()}
 
 
-def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.getgroup("mtp-harness").addoption(
-        "--sampling-tv",
-        type=float,
-        default=None,
-        help="the total-variation shift each sampling case must detect with power 0.99 at the family alpha; "
-        "sets N per case (default: the budget's, "
-        + ", ".join(f"{name} {budget.sampling_tv}" for name, budget in BUDGETS.items())
-        + ")",
-    )
-
-
 @dataclass
 class FamilyResult:
     outcome: LawOutcome | PitOutcome
