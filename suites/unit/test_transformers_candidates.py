@@ -7,7 +7,7 @@ import pytest
 import torch
 from transformers import LogitsProcessorList
 
-from harness.api import DecodeRequest, SamplingConfig, cannot_serve
+from harness.api import DecodeRequest, SamplingConfig, cannot_serve, drafts_from
 from harness.errors import HarnessError
 from harness.external import TransformersAssistedDecoder, TransformersMTPDecoder
 from harness.target_decoder import TargetOnlyDecoder
@@ -98,7 +98,7 @@ def test_forced_drafts_are_proposed_where_forced_and_rejected_there(deepseek, su
     wrong = {p: (token + 1) % deepseek.vocab_size for p, token in enumerate(reference)}
     [result] = decoder.decode([DecodeRequest(prompt_ids, 16, num_draft_tokens=k, forced_drafts=wrong)])
     assert result.token_ids == reference
-    first = decoder.drafts_from if hasattr(decoder, "drafts_from") else 0
+    first = drafts_from(decoder)
     assert [s.start for s in result.steps] == list(range(16))
     for step in result.steps[first:]:
         assert step.accepted == 0 and step.emitted == (reference[step.start],), step
