@@ -89,7 +89,7 @@ def test_per_test_seed_does_not_move_when_tests_are_added_or_reordered(pytester)
 
 
 def test_xdist_workers_use_the_controllers_random_seed(pytester):
-    pytest.importorskip("xdist", reason="pytest-xdist is a dev extra")
+    pytest.importorskip("xdist", reason="pytest-xdist is a project dependency: reinstall with `pip install -e .`")
     pytester.makepyfile(test_seeds=SEED_RECORDER)
     result = pytester.runpytest_subprocess("--harness-seed=random", "-n", "2")
     result.assert_outcomes(passed=2)
