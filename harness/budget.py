@@ -36,3 +36,5 @@ settings.register_profile("ci", max_examples=25, deadline=None, derandomize=True
 settings.register_profile(
     "nightly", max_examples=400, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
 )
+
+BUDGET_HELP = "smoke | ci | full: sampling N, Hypothesis examples, which mutants (default ci)"

@@ -14,8 +14,9 @@ import xml.etree.ElementTree as ElementTree
 from collections import Counter
 from pathlib import Path
 
-from harness.budget import BUDGETS, DEFAULT_BUDGET
-from harness.mutation_run import CATALOGUE_SUITES
+from harness import catalogue_command
+from harness.budget import BUDGET_HELP, BUDGETS, DEFAULT_BUDGET
+from harness.invocation import suites_pytest, wait_through_ctrl_c
 from harness.paths import DEFAULT_MODEL, REPORTS, SUITES, suite_of_junit
 
 SUITE_MARKERS = {
@@ -26,7 +27,6 @@ SUITE_MARKERS = {
 }
 
 
-BUDGET_HELP = "smoke | ci | full: sampling N, Hypothesis examples, which mutants (default ci)"
 WORKERS_HELP = (
     "pytest-xdist workers: a number, 0 for one process, or auto for one per usable core; default: one per "
     "usable core on a CPU device, one process on an accelerator (each worker loads its own copy of the model)"
@@ -89,33 +89,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--harness-seed", default=None, help="session seed (default: the plugin's fixed seed)")
     run.add_argument("--budget", choices=sorted(BUDGETS), default=DEFAULT_BUDGET, help=BUDGET_HELP)
     run.add_argument("-n", "--workers", type=workers_option, default=None, help=WORKERS_HELP)
-    run.add_argument("--report-dir", type=Path, default=REPORTS, help="where run directories go (default: reports/)")
+    run.add_argument("--report-dir", type=Path, default=REPORTS, help="where run directories go (default: ./reports)")
     run.add_argument("pytest_args", nargs=argparse.REMAINDER, help="extra pytest arguments after --")
     mutants = commands.add_parser(
         "mutants", help="the mutation catalogue: every suite against every mutant and the correct decoder"
     )
-    mutants.add_argument("--mutant", action="append", help="only these mutants (repeatable; default: all)")
-    mutants.add_argument(
-        "--suite", action="append", choices=CATALOGUE_SUITES, help="only these suites (repeatable; default: all)"
-    )
-    mutants.add_argument("-n", "--workers", type=int, default=2, help="decoders run in parallel (default 2)")
-    mutants.add_argument("--model", default=str(DEFAULT_MODEL), help="model directory or fixture name")
-    mutants.add_argument("--device", default="cpu", help="torch device (default: cpu)")
-    mutants.add_argument("--dtype", default=None, help="model dtype (default: float64 on CPU)")
-    mutants.add_argument("--harness-seed", default=None, help="session seed (default: the plugin's fixed seed)")
-    mutants.add_argument("--report-dir", type=Path, default=REPORTS, help="where run directories go")
-    mutants.add_argument(
-        "--efficiency",
-        action="store_true",
-        help="also measure, per sampling mutant, the samples to first rejection vs the ideal test's",
-    )
-    mutants.add_argument(
-        "--full-table",
-        action="store_true",
-        help="run every suite on every mutant (default: stop each mutant at its first catch, target suite first)",
-    )
-    mutants.add_argument("--json", action="store_true", help="print the table as JSON")
-    mutants.add_argument("--budget", choices=sorted(BUDGETS), default=DEFAULT_BUDGET, help=BUDGET_HELP)
+    catalogue_command.add_arguments(mutants)
     nightly = commands.add_parser(
         "nightly", help="the nightly job: every suite and the mutation catalogue at a budget, one report"
     )
@@ -157,7 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
 def pytest_command(args: argparse.Namespace, junit: Path) -> list[str]:
     """The pytest invocation for `mtp-harness run` (printed, so a run can be reproduced by hand); the
     report goes beside the JUnit file. Progress comes from harness.progress instead of a dot per test."""
-    command = [sys.executable, "-m", "pytest", str(SUITES), "-m", SUITE_MARKERS[args.suite], "-q"]
+    command = [*suites_pytest([SUITES]), "-m", SUITE_MARKERS[args.suite], "-q"]
     command += ["-p", "harness.progress", "-o", "console_output_style=classic"]
     command.append(f"--harness-report={junit.parent}")
     command += [f"--decoder={args.decoder}", f"--model={args.model}", f"--device={args.device}"]
@@ -201,22 +180,11 @@ def format_summary(per_suite: dict[str, Counter]) -> str:
 
 def run(args: argparse.Namespace) -> int:
     if args.suite == "mutants":
-        workers = 2 if args.workers is None else usable_cores() if args.workers == "auto" else max(1, args.workers)
-        catalogue = argparse.Namespace(
-            mutant=None,
-            suite=None,
-            workers=workers,
-            model=args.model,
-            device=args.device,
-            dtype=args.dtype,
-            harness_seed=args.harness_seed,
-            report_dir=args.report_dir,
-            efficiency=False,
-            json=False,
-            budget=args.budget,
-            full_table=False,
-        )
-        return mutants(catalogue)
+        catalogue = catalogue_command.parse(["--model", args.model, "--device", args.device, "--budget", args.budget])
+        catalogue.workers = 2 if args.workers is None else usable_cores() if args.workers == "auto" else args.workers
+        catalogue.workers = max(1, catalogue.workers)
+        catalogue.dtype, catalogue.harness_seed, catalogue.report_dir = args.dtype, args.harness_seed, args.report_dir
+        return catalogue_command.run(catalogue)
     run_id = time.strftime("%Y%m%d-%H%M%S")
     run_dir = args.report_dir / run_id
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -236,76 +204,6 @@ def run(args: argparse.Namespace) -> int:
     where = f"report {report}" if report.is_file() else f"results in {run_dir}"
     print(f"mtp-harness: {verdict} in {elapsed:.1f}s (pytest exit code {code}); {where}")
     return code
-
-
-def wait_through_ctrl_c(process: subprocess.Popen) -> int:
-    """Wait for pytest; on Ctrl-C keep waiting: pytest got the same SIGINT and writes its partial report
-    (subprocess.call would kill it instead)."""
-    try:
-        return process.wait()
-    except KeyboardInterrupt:
-        return process.wait()
-
-
-def mutants(args: argparse.Namespace) -> int:
-    from harness.mutants import MUTANT_PREFIX, MUTANTS
-    from harness.mutation_run import CORRECT_DECODER, catalogue_table, format_table, run_catalogue
-
-    unknown = sorted(set(args.mutant or ()) - set(MUTANTS))
-    if unknown:
-        print(f"mtp-harness mutants: unknown mutant(s) {', '.join(unknown)}; known: {', '.join(MUTANTS)}")
-        return 2
-    suites = [suite for suite in CATALOGUE_SUITES if suite in (args.suite or CATALOGUE_SUITES)]
-    decoders = [CORRECT_DECODER] + [MUTANT_PREFIX + name for name in (args.mutant or MUTANTS)]
-    options = [f"--model={args.model}", f"--device={args.device}", f"--harness-budget={args.budget}"]
-    options += [f"--dtype={args.dtype}"] if args.dtype else []
-    options += [f"--harness-seed={args.harness_seed}"] if args.harness_seed else []
-    run_dir = args.report_dir / (time.strftime("%Y%m%d-%H%M%S") + "-mutants")
-    print(f"mtp-harness mutants: {len(decoders)} decoders x {len(suites)} suites, {args.workers} at a time", flush=True)
-
-    def progress(run) -> None:  # noqa: ANN001 - DecoderRun
-        cells = ", ".join(f"{suite} {cell.status}" for suite, cell in run.cells.items())
-        print(f"  {run.decoder:<40} {cells} ({run.elapsed_s:.0f}s)", flush=True)
-
-    started, started_at = time.perf_counter(), time.strftime("%Y-%m-%dT%H:%M:%S")
-    runs = run_catalogue(decoders, suites, run_dir, options, args.workers, progress, args.full_table)
-    table = catalogue_table(runs, suites, time.perf_counter() - started, args.full_table)
-    passed = table["score"] == 1.0 and table["correct_passes"] and table["controls_pass"]
-    (run_dir / "mutants.json").write_text(json.dumps(table, indent=2))  # the table first: nothing below can lose it
-    index = write_catalogue_report(args, run_dir, table, passed, started_at)  # kept if what follows fails
-    if args.efficiency:
-        from harness.efficiency import efficiency_rows
-
-        print("mtp-harness mutants: measuring the sampling suite's efficiency on each mutant it caught", flush=True)
-        table["efficiency"] = efficiency_rows(table, args.model, args.device, args.dtype)
-        index = write_catalogue_report(args, run_dir, table, passed, started_at)
-    print(json.dumps(table, indent=2) if args.json else format_table(table))
-    print(f"mtp-harness mutants: report {index}")
-    return 0 if passed else 1
-
-
-def write_catalogue_report(args: argparse.Namespace, run_dir: Path, table: dict, passed: bool, started: str) -> Path:
-    from harness.mutation_run import catalogue_cases
-    from harness.plugin import DEFAULT_SEED, resolve_model_path
-    from harness.recorder import run_header
-    from harness.report import write_report
-
-    model = resolve_model_path(args.model)
-    command = shlex.join(["mtp-harness", *sys.argv[1:]]) if sys.argv[1:2] == ["mutants"] else "mtp-harness mutants"
-    seed = int(args.harness_seed) if (args.harness_seed or "").isdigit() else DEFAULT_SEED
-    header = run_header(
-        run_dir.name, "mutant catalogue", model, args.device, args.dtype or "default", seed, command, args.workers
-    )
-    finished = time.strftime("%Y-%m-%dT%H:%M:%S")
-    header.update(started=started, finished=finished, status="complete", exit_status=0 if passed else 1)
-    results = {
-        "schema": 1,
-        "run": header,
-        "cases": catalogue_cases(table, str(model)),
-        "acceptance": None,
-        "mutants": table,
-    }
-    return write_report(results, run_dir)
 
 
 def bench(args: argparse.Namespace) -> int:
@@ -380,7 +278,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "bench":
         return bench(args)
     if args.command == "mutants":
-        return mutants(args)
+        return catalogue_command.run(args)
     if args.command == "nightly":
         from harness.nightly import run_nightly
 

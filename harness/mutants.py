@@ -16,7 +16,6 @@ from harness.batch import BatchState, stop_at_first_eos
 from harness.models import ModelBundle
 from harness.mtp_decoder import CacheManager, MTPDecoder
 from harness.proposer import MTPProposer
-from harness.registry import register_decoder
 from harness.sampling import process_logits, sample_from
 from harness.slots import RaggedBuffer, SlotCache
 
@@ -34,6 +33,13 @@ TARGET_SUITE: dict[str, str] = {}
 SUITES = ("greedy", "invariants", "sampling")
 
 
+def mutant_decoder(name: str, bundle: ModelBundle) -> Decoder:
+    """The decoder `mutant:<name>` (harness.registry looks mutants up here)."""
+    decoder = MUTANTS[name](bundle)
+    decoder.name = MUTANT_PREFIX + name
+    return decoder
+
+
 def mutant(
     name: str, targets: str, expected: str = "caught"
 ) -> Callable[[Callable[[ModelBundle], MTPDecoder]], Callable[[ModelBundle], MTPDecoder]]:
@@ -46,13 +52,6 @@ def mutant(
         MUTANTS[name] = build
         EXPECTED_VERDICT[name] = expected
         TARGET_SUITE[name] = targets
-
-        @register_decoder(MUTANT_PREFIX + name)
-        def factory(bundle: ModelBundle, device: torch.device, dtype: torch.dtype) -> Decoder:
-            decoder = build(bundle)
-            decoder.name = MUTANT_PREFIX + name
-            return decoder
-
         return build
 
     return register

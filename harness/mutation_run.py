@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import time
 import xml.etree.ElementTree as ElementTree
 from collections.abc import Callable, Sequence
@@ -23,7 +22,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from harness.paths import REPO_ROOT, SUITES, suite_of_junit
+from harness.invocation import suites_pytest
+from harness.paths import SUITES, suite_of_junit
 
 CATALOGUE_SUITES = ("greedy", "invariants", "sampling")
 CORRECT_DECODER = "mtp"
@@ -51,6 +51,7 @@ class DecoderRun:
 
 
 # transformers' own use_mtp generation is a subject of the greedy suite, not a function of --decoder
+# (node ids: relative to the suites' root, which harness.invocation sets)
 NOT_ABOUT_THE_DECODER = ("suites/greedy/test_transformers_use_mtp.py",)
 
 
@@ -59,10 +60,7 @@ def pytest_command(
 ) -> list[str]:
     """One decoder, the suites in the order given, each stopping at its first catch (or the whole run)."""
     return [
-        sys.executable,
-        "-m",
-        "pytest",
-        *(str(SUITES / suite) for suite in suites),
+        *suites_pytest(SUITES / suite for suite in suites),
         "-m",
         " or ".join(suites),
         "-q",
@@ -132,7 +130,7 @@ def run_decoder(
     environment = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     started = time.perf_counter()
     with log.open("w") as output:
-        code = subprocess.call(command, stdout=output, stderr=subprocess.STDOUT, env=environment, cwd=REPO_ROOT)
+        code = subprocess.call(command, stdout=output, stderr=subprocess.STDOUT, env=environment)
     elapsed = time.perf_counter() - started
     return DecoderRun(decoder, read_cells(junit, suites, decoder == CORRECT_DECODER), code, elapsed, command)
 

@@ -10,11 +10,12 @@ from __future__ import annotations
 import json
 import shlex
 import subprocess
-import sys
 import time
 from pathlib import Path
 
+from harness import catalogue_command
 from harness.budget import BUDGETS
+from harness.invocation import suites_pytest, wait_through_ctrl_c
 from harness.paths import SUITES
 
 NIGHTLY_MARKERS = "greedy or sampling or invariants or gpu"
@@ -33,7 +34,7 @@ def default_dtype(device: str) -> str:
 def suites_command(
     budget: str, decoder: str, model: str, device: str, dtype: str, workers: int, run_dir: Path
 ) -> list[str]:
-    command = [sys.executable, "-m", "pytest", str(SUITES), "-m", NIGHTLY_MARKERS, "-q", "-rs"]
+    command = [*suites_pytest([SUITES]), "-m", NIGHTLY_MARKERS, "-q", "-rs"]
     command += [f"--harness-budget={budget}", f"--decoder={decoder}", f"--model={model}"]
     command += [f"--device={device}", f"--dtype={dtype}", f"--harness-report={run_dir}"]
     if workers > 1:
@@ -65,9 +66,6 @@ def merge_catalogue(run_dir: Path, catalogue_dir: Path) -> Path | None:
 def run_nightly(
     budget: str, decoder: str, model: str, device: str | None, dtype: str | None, workers: int, report_dir: Path
 ) -> int:
-    from harness.cli import main as cli_main
-    from harness.cli import wait_through_ctrl_c
-
     device = device or default_device()
     dtype = dtype or default_dtype(device)
     run_dir = report_dir / (time.strftime("%Y%m%d-%H%M%S") + f"-nightly-{budget}")
@@ -77,7 +75,7 @@ def run_nightly(
     catalogue_dir = run_dir / "mutants"
     arguments = catalogue_arguments(budget, model, device, dtype, workers, catalogue_dir)
     print("mtp-harness nightly: mtp-harness", shlex.join(arguments), flush=True)
-    catalogue_code = cli_main(arguments)
+    catalogue_code = catalogue_command.run(catalogue_command.parse(arguments[1:]))
     merged = merge_catalogue(run_dir, next(iter(sorted(catalogue_dir.glob("*-mutants"))), catalogue_dir))
     verdict = "PASSED" if suites_code == 0 and catalogue_code == 0 else "FAILED"
     print(

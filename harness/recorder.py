@@ -40,6 +40,9 @@ def run_directory(option: str) -> Path:
 
 
 def git_commit() -> str | None:
+    """The clone's commit; None for an installed harness (its version is in the header)."""
+    if REPO_ROOT is None:
+        return None
     try:
         done = subprocess.run(
             ["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=10, check=True
@@ -47,6 +50,15 @@ def git_commit() -> str | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return done.stdout.strip() or None
+
+
+def harness_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("mtp-harness")
+    except PackageNotFoundError:
+        return "unknown"
 
 
 def merge_invariants(first: dict, second: dict) -> dict:
@@ -161,6 +173,7 @@ def run_header(
         "device": device,
         "dtype": dtype,
         "git_commit": git_commit(),
+        "mtp_harness": harness_version(),
         "torch": torch.__version__,
         "transformers": transformers.__version__,
         "python": platform.python_version(),

@@ -1,5 +1,8 @@
 """Decoders by name: the built-ins, `mutant:<name>` entries, entry points, and `module:factory` for your own.
 
+Lookups flow one way: this module reads harness.builtin_decoders and harness.mutants, which import nothing
+of it; `register_decoder` is for code outside the harness (a test file, a notebook).
+
 A factory takes (bundle, device, dtype) and returns a `Decoder`. A factory may carry `default_dtypes`
 ({"cpu": "float32", "cuda": "bfloat16"}): the dtype a run uses when --dtype is not given (else float64
 on CPU, bf16 on CUDA). Register one with `@register_decoder`,
@@ -45,9 +48,11 @@ def register_decoder(name: str) -> Callable[[DecoderFactory], DecoderFactory]:
 
 
 def known_decoders() -> list[str]:
-    _load_builtins()
-    names = set(_FACTORIES) | {entry.name for entry in entry_points(group=ENTRY_POINT_GROUP)}
-    return sorted(names)
+    from harness.builtin_decoders import BUILTIN_DECODERS
+    from harness.mutants import MUTANT_PREFIX, MUTANTS
+
+    names = set(BUILTIN_DECODERS) | {MUTANT_PREFIX + name for name in MUTANTS} | set(_FACTORIES)
+    return sorted(names | {entry.name for entry in entry_points(group=ENTRY_POINT_GROUP)})
 
 
 def make_decoder(name: str, bundle: ModelBundle) -> Decoder:
@@ -73,7 +78,13 @@ def default_dtype(name: str, device: str) -> str | None:
 
 
 def _find_factory(name: str) -> DecoderFactory:
-    _load_builtins()
+    from harness.builtin_decoders import BUILTIN_DECODERS
+    from harness.mutants import MUTANT_PREFIX, MUTANTS, mutant_decoder
+
+    if name in BUILTIN_DECODERS:
+        return BUILTIN_DECODERS[name]
+    if name.startswith(MUTANT_PREFIX) and name.removeprefix(MUTANT_PREFIX) in MUTANTS:
+        return lambda bundle, device, dtype: mutant_decoder(name.removeprefix(MUTANT_PREFIX), bundle)
     if name in _FACTORIES:
         return _FACTORIES[name]
     for entry in entry_points(group=ENTRY_POINT_GROUP):
@@ -93,8 +104,3 @@ def _find_factory(name: str) -> DecoderFactory:
     close = difflib.get_close_matches(name, known, n=3)
     hint = f" Did you mean {', '.join(close)}?" if close else ""
     raise UnknownDecoder(f"unknown decoder {name!r}.{hint} Known: {', '.join(known)}; or module:factory for your own.")
-
-
-def _load_builtins() -> None:
-    """Import the modules that register the built-in decoders (once)."""
-    importlib.import_module("harness.builtin_decoders")

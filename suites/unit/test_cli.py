@@ -12,7 +12,8 @@ def test_run_builds_a_reproducible_pytest_command(tmp_path):
         ["run", "--suite", "greedy", "--decoder", "target", "--dtype", "float32", "-n", "2", "--", "-x"]
     )
     command = pytest_command(args, tmp_path / "junit.xml")
-    assert command[4:6] == ["-m", "greedy"]
+    assert command[command.index("-m", 3) + 1] == "greedy"
+    assert command[command.index("-c") + 1].endswith(("pyproject.toml", "suites.ini")), "the suites' own settings"
     assert "--decoder=target" in command and "--dtype=float32" in command
     assert command[-5:] == ["2", "--dist", "loadgroup", f"--junitxml={tmp_path / 'junit.xml'}", "-x"]
 
@@ -89,10 +90,11 @@ def test_the_nightly_job_runs_suites_then_catalogue_at_its_budget_and_merges_the
 
 
 def test_run_with_the_mutants_suite_hands_the_catalogue_every_option_it_reads(monkeypatch):
+    import harness.catalogue_command as catalogue_command
     import harness.cli as cli
 
     received = {}
-    monkeypatch.setattr(cli, "mutants", lambda args: received.setdefault("args", args) and 0)
+    monkeypatch.setattr(catalogue_command, "run", lambda args: received.setdefault("args", args) and 0)
     cli.main(["run", "--suite", "mutants", "-n", "3", "--dtype", "float32", "--budget", "smoke"])
     args = received["args"]
     wanted = ("mutant", "suite", "workers", "model", "device", "dtype", "harness_seed", "report_dir", "efficiency")
