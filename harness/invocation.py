@@ -11,11 +11,13 @@ from pathlib import Path
 from harness.paths import DATA_ROOT, INSTALLED, PYTEST_CONFIG
 
 
-def suites_pytest(paths: Iterable[Path | str]) -> list[str]:
+def suites_pytest(paths: Iterable[Path | str], cache: bool = True) -> list[str]:
     """`python -m pytest PATHS` with the suites' own settings (-c) and root (node ids `suites/greedy/...`),
-    never those of the caller's directory; an installed harness keeps pytest's cache in the caller's
-    directory (`--harness-seed last` reads it) rather than in site-packages."""
+    never those of the caller's directory. With `cache`, an installed harness keeps pytest's cache in the
+    caller's directory (`--harness-seed last` reads it) rather than in site-packages; without, no cache."""
     command = [sys.executable, "-m", "pytest", *map(str, paths), "-c", str(PYTEST_CONFIG), f"--rootdir={DATA_ROOT}"]
+    if not cache:
+        return [*command, "-p", "no:cacheprovider"]
     if INSTALLED:
         command += ["-o", f"cache_dir={Path.cwd() / '.pytest_cache'}"]
     return command

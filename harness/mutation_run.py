@@ -60,12 +60,10 @@ def pytest_command(
 ) -> list[str]:
     """One decoder, the suites in the order given, each stopping at its first catch (or the whole run)."""
     return [
-        *suites_pytest(SUITES / suite for suite in suites),
+        *suites_pytest((SUITES / suite for suite in suites), cache=False),
         "-m",
         " or ".join(suites),
         "-q",
-        "-p",
-        "no:cacheprovider",
         f"--decoder={decoder}",
         "--harness-stop-suite-on-catch",
         *(["--harness-stop-on-catch"] if stop_at_first_catch else []),

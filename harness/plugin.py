@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -246,6 +246,8 @@ CATCH_EXCEPTIONS = (AssertionError, pytest.fail.Exception)  # an assertion fired
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):  # noqa: ANN201 - hook wrapper
     outcome = yield
     report = outcome.get_result()
+    if report.when == "call" and hasattr(item, "callspec"):
+        _carry_check_records(item.callspec.params.values(), report)
     if (
         report.when == "call"
         and report.failed
@@ -256,6 +258,16 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):  # noqa
             item.config.stash.setdefault(_CAUGHT, set()).add(suite_of(item.nodeid))
         if item.config.getoption("--harness-stop-on-catch"):
             item.session.shouldstop = f"mtp-harness: {item.nodeid} caught the decoder (--harness-stop-on-catch)"
+
+
+def _carry_check_records(params: Iterable[object], report: pytest.TestReport) -> None:
+    """A case of `harness.testing.parametrize_with_checks` carries its check's records into this session's
+    own report (--harness-report) and JUnit properties."""
+    from harness.testing import HarnessCheck
+
+    for value in params:
+        if isinstance(value, HarnessCheck):
+            report.user_properties.extend(value.user_properties())
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

@@ -109,6 +109,8 @@ class Recorder:
     def _fold_outcome(case: dict[str, object], report: pytest.TestReport) -> None:
         if report.when == "call" and report.passed and case["outcome"] == UNFINISHED:
             case["outcome"] = "passed"
+        elif hasattr(report, "wasxfail") and report.skipped:  # an expected failure: a recorded engine finding
+            case["outcome"], case["message"] = "xfailed", str(report.wasxfail)
         elif report.skipped and case["outcome"] in (UNFINISHED, "passed"):
             reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
             case["outcome"], case["message"] = "skipped", reason.removeprefix("Skipped: ")

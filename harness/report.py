@@ -24,7 +24,7 @@ from markupsafe import Markup
 from harness import svg_charts
 
 SCHEMA = 1
-OUTCOMES = ("passed", "failed", "error", "skipped", "near-tie")
+OUTCOMES = ("passed", "failed", "error", "skipped", "xfailed", "near-tie")
 FAILING = frozenset({"failed", "error"})
 TOKEN_WINDOW = 12  # tokens shown either side of the first divergent index
 CHART_CELLS = 12  # law charts show the cells with the largest expected counts

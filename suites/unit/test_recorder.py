@@ -119,3 +119,18 @@ def test_a_decoder_that_raises_is_a_named_failure_and_the_report_is_written(pyte
     [case] = json.loads((tmp_path / "run" / "results.json").read_text())["cases"]
     assert case["outcome"] == "failed" and "engine fell over" in case["message"]
     assert "engine fell over" in (tmp_path / "run" / "index.html").read_text()
+
+
+def test_an_expected_failure_is_recorded_as_xfailed_with_its_reason(pytester, tmp_path):
+    pytester.makepyfile(
+        test_known="""
+        import pytest
+
+        @pytest.mark.xfail(reason="engine 1.0 bug, docs/findings/x.md", strict=True)
+        def test_known_bug():
+            assert False, "the engine drops a token"
+        """
+    )
+    pytester.runpytest_inprocess("-p", "no:cacheprovider", f"--harness-report={tmp_path}", "-q")
+    [case] = json.loads((tmp_path / "results.json").read_text())["cases"]
+    assert (case["outcome"], case["message"]) == ("xfailed", "engine 1.0 bug, docs/findings/x.md")
