@@ -208,3 +208,11 @@ def test_mutants_json_leaves_stdout_to_the_json_document(installed):
     table = json.loads(done.stdout)  # the whole of stdout, nothing before or after it
     assert done.returncode == 0 and table["score"] == 1.0, done.stderr[-3000:]
     assert "mtp-harness mutants: report" in done.stderr
+
+
+def test_bench_runs_on_the_bundled_fixture_from_the_installed_wheel(installed):
+    done = installed.run(
+        "mtp-harness", "bench", "--requests", "8", "--transformers-requests", "1", "--dtype", "float64", "--json"
+    )
+    [result] = json.loads(done.stdout)
+    assert done.returncode == 0 and result["model"] == "tiny-deepseek-v3" and result["mtp_requests"] == 8
