@@ -96,6 +96,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "results.json is also kept up to date while the run goes",
     )
     group.addoption(
+        "--harness-shrink-seconds",
+        type=float,
+        default=60.0,
+        help="with --harness-report: seconds spent shrinking the failure groups' smallest greedy cases to minimal "
+        "ones, each with a reproducer script (harness/shrink.py; 0: no shrinking). Default: 60.",
+    )
+    group.addoption(
         "--prompts", default=str(DEFAULT_PROMPTS), help="prompt fixture file (JSON). Default: fixtures/prompts.json."
     )
     group.addoption(
@@ -279,6 +286,32 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     suite = suite_of(item.nodeid)
     if suite in item.config.stash.get(_CAUGHT, set()):
         pytest.skip(f"suite {suite!r} already caught this decoder (--harness-stop-suite-on-catch)")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Before the report is written: shrink each failure group's smallest greedy case on the run's decoder."""
+    config = session.config
+    recorder = config.pluginmanager.get_plugin("mtp_harness_recorder")
+    budget = float(config.getoption("--harness-shrink-seconds"))
+    if recorder is None or budget <= 0:
+        return
+    from harness.minimal_cases import GreedyOracle, minimal_cases
+    from harness.triage import failure_groups
+
+    cases = recorder.finished_cases()
+    groups = failure_groups(cases, recorder.header)
+    if not groups:
+        return
+
+    def oracle() -> GreedyOracle:
+        from harness.registry import make_decoder
+
+        model, device = config.getoption("--model"), config.getoption("--device")
+        bundle = bundle_for(model, device, resolved_dtype(config))
+        return GreedyOracle(make_decoder(config.getoption("--decoder"), bundle), bundle)
+
+    recorder.minimal = minimal_cases(groups, {case["nodeid"]: case for case in cases}, oracle, budget)
 
 
 @pytest.fixture(scope="session")

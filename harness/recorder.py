@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from harness.paths import REPO_ROOT, REPORTS, suite_of
+from harness.triage import failure_groups
 
 RECORD_PREFIX = "mtp_harness."
 RECORDS = ("divergence", "sampling", "invariants", "acceptance")
@@ -52,6 +53,18 @@ def git_commit() -> str | None:
     return done.stdout.strip() or None
 
 
+def write_reproducers(results: dict, run_dir: Path) -> None:
+    """Each failure group with a reproduced minimal case gets its script, repro-group-N.py, in the run directory."""
+    from harness.reproducer import reproducer_script
+
+    for group in results["groups"]:
+        if (group.get("minimal") or {}).get("reproduced"):
+            name = f"repro-group-{group['group']}.py"
+            run_dir.mkdir(parents=True, exist_ok=True)
+            (run_dir / name).write_text(reproducer_script(group, results["run"], name))
+            group["reproducer"] = name
+
+
 def harness_version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -74,6 +87,7 @@ class Recorder:
         self.run_dir = run_dir
         self.header = header
         self.cases: dict[str, dict[str, object]] = {}
+        self.minimal: dict[int, dict] = {}  # failure group -> its minimal case (set by the plugin at session end)
         self.last_partial = time.monotonic()
 
     # --- collecting ---------------------------------------------------------------------------------------
@@ -122,9 +136,12 @@ class Recorder:
             case["outcome"] = "near-tie"
 
     # --- writing ------------------------------------------------------------------------------------------
-    def results(self, status: str, exit_status: int | None) -> dict[str, object]:
+    def finished_cases(self) -> list[dict[str, object]]:
         finished = (c for c in self.cases.values() if c["outcome"] != UNFINISHED)
-        ordered = sorted(finished, key=lambda c: str(c["nodeid"]))
+        return sorted(finished, key=lambda c: str(c["nodeid"]))
+
+    def results(self, status: str, exit_status: int | None) -> dict[str, object]:
+        ordered = self.finished_cases()
         acceptance = next((c["acceptance"] for c in ordered if c.get("acceptance")), None)
         cases = [{key: value for key, value in c.items() if key != "acceptance"} for c in ordered]
         finished = None if status == "running" else datetime.now(UTC).isoformat(timespec="seconds")
@@ -132,6 +149,9 @@ class Recorder:
             "schema": 1,
             "run": {**self.header, "finished": finished, "status": status, "exit_status": exit_status},
             "cases": cases,
+            "groups": [
+                {**group, "minimal": self.minimal.get(group["group"])} for group in failure_groups(cases, self.header)
+            ],
             "acceptance": acceptance,
             "mutants": None,
         }
@@ -142,6 +162,7 @@ class Recorder:
         self.last_partial = time.monotonic()
         results = self.results(status, exit_status)
         if html:
+            write_reproducers(results, self.run_dir)
             return write_report(results, self.run_dir)
         return write_results_json(results, self.run_dir)
 

@@ -22,6 +22,8 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
 from harness import svg_charts
+from harness.svg_timeline import timeline_svg
+from harness.triage import failure_groups
 
 SCHEMA = 1
 OUTCOMES = ("passed", "failed", "error", "skipped", "xfailed", "near-tie")
@@ -137,6 +139,7 @@ def _page(results: dict) -> dict[str, Any]:
         "summary_by_decoder": _summary(cases, "decoder"),
         "totals": Counter(case["outcome"] for case in cases),
         "failures": [case for case in cases if case["outcome"] in FAILING],
+        "groups": [_group_view(group) for group in results.get("groups") or failure_groups(results["cases"], run)],
         "divergences": [_divergence_view(case) for case in cases if case.get("divergence")],
         "sampling": _sampling_section(cases),
         "invariants": _invariants_section(cases),
@@ -145,6 +148,28 @@ def _page(results: dict) -> dict[str, Any]:
         "all_cases": _all_cases_table(cases),
         "outcomes": OUTCOMES,
     }
+
+
+def _group_view(group: dict) -> dict[str, Any]:
+    """A failure group with its minimal case's request in words and its token timeline."""
+    minimal = group.get("minimal") or {}
+    if not minimal.get("reproduced"):
+        return {**group, "minimal_text": None, "timeline": None}
+    case = minimal["minimal"]
+    forced = minimal["forced_drafts"]
+    text = (
+        f"batch of 1, k = {case['num_draft_tokens']}, {len(forced)} forced draft(s)"
+        + (f" at {', '.join(sorted(forced, key=int))}" if forced else "")
+        + f", {case['max_new_tokens']} new token(s), a {len(case['prompt_ids'])}-token prompt; first divergence at "
+        f"index {minimal['divergence_index']}. Shrunk in {minimal['steps']} steps ({minimal['tried']} variants tried, "
+        f"{minimal['elapsed_s']} s{'' if minimal['finished'] else ', stopped by the time budget'})."
+    )
+    if minimal.get("same_as_group"):
+        text += f" The same minimal case as group {minimal['same_as_group']}: one cause, seen by another test."
+    timeline = timeline_svg(
+        minimal["reference_tokens"], minimal["actual_tokens"], minimal["passes"], forced, minimal["divergence_index"]
+    )
+    return {**group, "minimal_text": text, "timeline": Markup(timeline)}
 
 
 def _banner(run: dict, cases: list[dict]) -> str | None:

@@ -18,11 +18,11 @@ MARGIN_BOTTOM = 40
 LABEL_CHARS = 10  # tick labels longer than this are cut; the full text is in the bar's tooltip
 
 
-def _text(x: float, y: float, text: str, css_class: str, anchor: str = "middle") -> str:
+def text_element(x: float, y: float, text: str, css_class: str, anchor: str = "middle") -> str:
     return f'<text x="{x:.1f}" y="{y:.1f}" class="{css_class}" text-anchor="{anchor}">{html.escape(text)}</text>'
 
 
-def _rect(x: float, y: float, width: float, height: float, css_class: str, tooltip: str) -> str:
+def rect_element(x: float, y: float, width: float, height: float, css_class: str, tooltip: str) -> str:
     return (
         f'<rect x="{x:.1f}" y="{y:.1f}" width="{max(width, 0.0):.1f}" height="{max(height, 0.0):.1f}" '
         f'class="{css_class}"><title>{html.escape(tooltip)}</title></rect>'
@@ -40,7 +40,7 @@ def _frame(title: str, body: list[str], width: int = WIDTH, height: int = HEIGHT
         f'<line x1="{MARGIN_LEFT}" y1="{MARGIN_TOP}" x2="{MARGIN_LEFT}" y2="{bottom}" class="axis"/>'
         f'<line x1="{MARGIN_LEFT}" y1="{bottom}" x2="{width - MARGIN_RIGHT}" y2="{bottom}" class="axis"/>'
     )
-    heading = _text(MARGIN_LEFT, 16, title, "chart-title", "start")
+    heading = text_element(MARGIN_LEFT, 16, title, "chart-title", "start")
     return (
         f'<svg class="chart" width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img">'
         f"<title>{html.escape(title)}</title>{heading}{axes}{''.join(body)}</svg>"
@@ -58,7 +58,8 @@ def _y_ticks(top_value: float, value_format: str) -> list[str]:
     ticks = []
     for fraction in (0.0, 0.5, 1.0):
         value = top_value * fraction
-        ticks.append(_text(MARGIN_LEFT - 4, baseline - value * scale + 4, value_format.format(value), "tick", "end"))
+        label = value_format.format(value)
+        ticks.append(text_element(MARGIN_LEFT - 4, baseline - value * scale + 4, label, "tick", "end"))
     return ticks
 
 
@@ -76,9 +77,9 @@ def bar_chart(labels: Sequence[str], values: Sequence[float], *, title: str, val
     body = _y_ticks(top, value_format)
     for i, (label, value) in enumerate(zip(labels, values, strict=True)):
         x = left + i * slot + slot * 0.15
-        body.append(_rect(x, baseline - value * scale, slot * 0.7, value * scale, "bar", f"{label}: {value}"))
-        body.append(_text(x + slot * 0.35, baseline - value * scale - 3, value_format.format(value), "value"))
-        body.append(_text(x + slot * 0.35, baseline + 14, _short(label), "tick"))
+        body.append(rect_element(x, baseline - value * scale, slot * 0.7, value * scale, "bar", f"{label}: {value}"))
+        body.append(text_element(x + slot * 0.35, baseline - value * scale - 3, value_format.format(value), "value"))
+        body.append(text_element(x + slot * 0.35, baseline + 14, _short(label), "tick"))
     return _frame(title, body)
 
 
@@ -99,14 +100,15 @@ def histogram(
     label_every = max(1, len(counts) // 10)
     for i, (label, count) in enumerate(zip(labels, counts, strict=True)):
         x = left + i * slot
-        body.append(_rect(x + 0.5, baseline - count * scale, slot - 1.0, count * scale, "bar", f"{label}: {count}"))
+        height = count * scale
+        body.append(rect_element(x + 0.5, baseline - height, slot - 1.0, height, "bar", f"{label}: {count}"))
         if i % label_every == 0:
-            body.append(_text(x + slot / 2, baseline + 14, _short(label), "tick"))
+            body.append(text_element(x + slot / 2, baseline + 14, _short(label), "tick"))
     if expected is not None:
         y = baseline - expected * scale
         right = WIDTH - MARGIN_RIGHT
         body.append(f'<line x1="{left:.1f}" y1="{y:.1f}" x2="{right:.1f}" y2="{y:.1f}" class="expected"/>')
-        body.append(_text(right, y - 4, f"{expected_label} {expected:.3g}", "legend", "end"))
+        body.append(text_element(right, y - 4, f"{expected_label} {expected:.3g}", "legend", "end"))
     return _frame(title, body)
 
 
@@ -121,9 +123,9 @@ def observed_vs_expected(
     for i, (label, seen, wanted) in enumerate(zip(labels, observed, expected, strict=True)):
         x = left + i * slot + slot * 0.1
         half = slot * 0.4
-        body.append(_rect(x, baseline - seen * scale, half, seen * scale, "bar", f"{label}: observed {seen}"))
+        body.append(rect_element(x, baseline - seen * scale, half, seen * scale, "bar", f"{label}: observed {seen}"))
         body.append(
-            _rect(
+            rect_element(
                 x + half,
                 baseline - wanted * scale,
                 half,
@@ -132,10 +134,10 @@ def observed_vs_expected(
                 f"{label}: expected {wanted:.1f}",
             )
         )
-        body.append(_text(x + half, baseline + 14, _short(label), "tick"))
+        body.append(text_element(x + half, baseline + 14, _short(label), "tick"))
     legend_y = HEIGHT - 12
-    body.append(_rect(WIDTH - 170, legend_y - 9, 10, 10, "bar", "observed"))
-    body.append(_text(WIDTH - 156, legend_y, "observed", "legend", "start"))
-    body.append(_rect(WIDTH - 90, legend_y - 9, 10, 10, "bar-expected", "expected"))
-    body.append(_text(WIDTH - 76, legend_y, "expected", "legend", "start"))
+    body.append(rect_element(WIDTH - 170, legend_y - 9, 10, 10, "bar", "observed"))
+    body.append(text_element(WIDTH - 156, legend_y, "observed", "legend", "start"))
+    body.append(rect_element(WIDTH - 90, legend_y - 9, 10, 10, "bar-expected", "expected"))
+    body.append(text_element(WIDTH - 76, legend_y, "expected", "legend", "start"))
     return _frame(title, body)

@@ -97,6 +97,10 @@ def divergence_record(
         "prompt_id": reference.prompt.id,
         "dtype": str(rescoring_bundle.dtype).removeprefix("torch."),
         "num_draft_tokens": request.num_draft_tokens if request else None,
+        # the request itself, for shrinking and the reproducer (harness/shrink.py, harness/reproducer.py)
+        "prompt_ids": list(request.prompt_ids) if request else None,
+        "max_new_tokens": request.max_new_tokens if request else None,
+        "eos_token_ids": list(request.eos_token_ids) if request else None,
         "reference_tokens": [{"id": t, "text": decode([t])} for t in expected],
         "actual_tokens": [{"id": t, "text": decode([t])} for t in result.token_ids],
         "top5": [

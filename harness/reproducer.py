@@ -1,0 +1,89 @@
+"""A failure group's reproducer: a small self-contained Python script that feeds the group's minimal request
+to the decoder alone and prints expected (target-only greedy) against actual tokens; exit status 1 when
+they differ. `--decoder NAME` runs the same request on another decoder (e.g. `mtp`, the correct one).
+
+Every value is written as a Python literal of numbers or repr()-quoted strings: nothing from the run is
+executed as code."""
+
+from __future__ import annotations
+
+from typing import Any
+
+TEMPLATE = '''"""mtp-harness reproducer: run {run_id}, failure group {group} ({count} cases; the cause in CAUSE).
+Minimal case (batch of one): k = {k}, {forced_count} forced draft(s), {new_tokens} new tokens, {prompt_tokens}
+prompt tokens. Usage: python {filename} [--decoder NAME]; exit status 1 when the tokens differ."""
+
+import argparse
+import sys
+
+from harness.api import DecodeRequest
+from harness.divergence import first_divergence
+from harness.models import load_bundle
+from harness.registry import make_decoder
+
+CAUSE = {signature!r}
+DECODER = {decoder!r}
+MODEL = {model!r}
+DEVICE = {device!r}
+DTYPE = {dtype!r}
+REQUEST = DecodeRequest(
+    prompt_ids={prompt_ids!r},
+    max_new_tokens={new_tokens!r},
+    num_draft_tokens={k!r},
+    eos_token_ids={eos!r},
+    forced_drafts={forced!r},  # output position -> the draft token the decoder must propose there
+)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--decoder", default=DECODER, help=f"decoder to run (default {{DECODER}})")
+    decoder_name = parser.parse_args().decoder
+    bundle = load_bundle(MODEL, device=DEVICE, dtype=DTYPE)
+    plain = DecodeRequest(REQUEST.prompt_ids, REQUEST.max_new_tokens, eos_token_ids=REQUEST.eos_token_ids)
+    [expected] = make_decoder("target", bundle).decode([plain])
+    [actual] = make_decoder(decoder_name, bundle).decode([REQUEST])
+    show = bundle.tokenizer.decode
+    print(f"decoder  {{decoder_name}}")
+    print(f"expected {{list(expected.token_ids)}}  {{show(expected.token_ids)!r}}")
+    print(f"actual   {{list(actual.token_ids)}}  {{show(actual.token_ids)!r}}")
+    for step in actual.steps:
+        drafts, emitted = list(step.drafts), list(step.emitted)
+        print(f"  pass at {{step.start}}: drafts {{drafts}}, accepted {{step.accepted}}, emitted {{emitted}}")
+    index = first_divergence(expected.token_ids, actual.token_ids)
+    if index is None:
+        print("same tokens: the case passes on this decoder")
+        return 0
+    print(f"first divergence at generated index {{index}}")
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+'''
+
+
+def reproducer_script(group: dict[str, Any], run: dict[str, Any], filename: str) -> str:
+    """The script for `group` (which has a reproduced minimal case) of the run described by `run`."""
+    minimal = group["minimal"]
+    case = minimal["minimal"]
+    forced = {int(position): int(token) for position, token in minimal["forced_drafts"].items()}
+    dtype = run.get("dtype")
+    return TEMPLATE.format(
+        run_id=str(run.get("run_id", "")).replace('"', ""),
+        group=group["group"],
+        count=group["count"],
+        signature=str(group["signature"]),
+        k=int(case["num_draft_tokens"]),
+        forced_count=len(forced),
+        new_tokens=int(case["max_new_tokens"]),
+        prompt_tokens=len(case["prompt_ids"]),
+        filename=filename,
+        decoder=str(run["decoder"]),
+        model=str(run["model"]),
+        device=str(run["device"]),
+        dtype=str(dtype) if dtype and dtype != "default" else "float64",
+        prompt_ids=tuple(int(t) for t in case["prompt_ids"]),
+        eos=tuple(int(t) for t in case["eos_token_ids"]),
+        forced=forced,
+    )

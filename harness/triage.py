@@ -1,0 +1,159 @@
+"""Failure triage: a run's failures grouped by cause, each group with its smallest case and a command that
+re-runs it. Pure functions over results.json's cases (harness/recorder.py writes them; the report shows them).
+
+A group's signature is what the failures share, never what merely varies between them (prompt, k, the
+schedule's positions): the suite and test, and then
+- a greedy divergence: where the first divergent token sits in the decoder's verification passes (an
+  accepted draft, the target's token after a rejected draft, the bonus token after all drafts were accepted,
+  a pass without drafts), whether the pass before it rejected a draft, and whether a draft was forced there;
+- an invariant failure: the first broken invariant and where (target cache, MTP depth d, layer l);
+- a sampling failure: which statistics rejected;
+- anything else: the first line of the message with numbers and lists blanked out, or the exception type.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Iterable
+from typing import Any
+
+FAILING = ("failed", "error")
+NUMBER = re.compile(r"-?\d+(\.\d+)?(e-?\d+)?")
+BRACKETED = re.compile(r"\[[^\[\]]*\]|\([^()]*\)|\{[^{}]*\}")
+QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
+EXCEPTION_LINE = re.compile(r"^E\s+(\w+(?:Error|Exception|Exit)\b)", re.MULTILINE)
+MESSAGE_WORDS = 90  # characters of a normalised message kept in a signature
+
+
+def test_function_of(nodeid: str) -> str:
+    """`suites/greedy/test_x.py::test_y[params]` -> `test_x.py::test_y`."""
+    path, _, rest = nodeid.partition("::")
+    return f"{path.rsplit('/', 1)[-1]}::{rest.split('[', 1)[0]}"
+
+
+def divergence_place(divergence: dict[str, Any]) -> str:
+    """Where the first divergent token sits relative to the decoder's passes and the forced drafts, in words."""
+    index, steps = divergence["index"], divergence.get("steps") or []
+    forced = {int(position) for position in divergence.get("forced_drafts") or {}}
+    expected, actual = len(divergence.get("reference_tokens") or []), len(divergence.get("actual_tokens") or [])
+    if index == expected < actual:
+        return "past the expected end: the decoder emitted more tokens than it should (EOS or max_new_tokens)"
+    if index == actual < expected:
+        return "the decoder's output ends early"
+    containing = [i for i, step in enumerate(steps) if step["start"] <= index]
+    if not containing:
+        return "before any verification pass"
+    number = containing[-1]
+    step = steps[number]
+    offset, drafts, accepted = index - step["start"], len(step["drafts"]), step["accepted"]
+    if offset >= len(step["emitted"]) and number == len(steps) - 1:
+        slot = "past the decoder's last token (it stopped early)"
+    elif drafts == 0:
+        slot = "in a pass without drafts"
+    elif offset < accepted:
+        slot = "at an accepted draft"
+    elif offset == accepted < drafts:
+        slot = "at the target's token after a rejected draft"
+    elif offset == drafts:
+        slot = "at the bonus token after every draft was accepted"
+    else:
+        slot = "past the pass's committed tokens"
+    words = [slot]
+    if number > 0 and steps[number - 1]["accepted"] < len(steps[number - 1]["drafts"]):
+        words.append("in the pass after a rejection")
+    if index in forced:
+        words.append("where a draft was forced")
+    return ", ".join(words)
+
+
+def normalised_message(message: str) -> str:
+    """The first meaningful line of a failure message with what varies between cases blanked out."""
+    line = next((line.strip() for line in message.splitlines() if line.strip()), "")
+    line = re.sub(r"^prompt [\w-]+[:,]\s*", "", line)
+    line = QUOTED.sub("'…'", line)
+    for _ in range(3):  # nested lists
+        line = BRACKETED.sub("[…]", line)
+    return NUMBER.sub("N", line)[:MESSAGE_WORDS]
+
+
+def signature(case: dict[str, Any]) -> tuple[str, ...]:
+    """What a failing case's cause looks like (see the module docstring); equal signatures share a group."""
+    where = (case["suite"], test_function_of(case["nodeid"]))
+    message = str(case.get("message") or "")
+    if case["outcome"] == "error" or (EXCEPTION_LINE.search(message) and "AssertionError" not in message):
+        crash = EXCEPTION_LINE.search(message)
+        return (*where, f"raised {crash.group(1) if crash else 'an error'}")
+    divergence = case.get("divergence")
+    if divergence and not divergence.get("near_tie"):
+        return (*where, f"greedy divergence {divergence_place(divergence)}")
+    invariants = case.get("invariants") or {}
+    if invariants.get("violations"):
+        first = invariants["violations"][0]
+        return (*where, f"invariant '{first['invariant']}' broken in {first['where']}")
+    sampling = case.get("sampling")
+    if sampling and sampling.get("rejected"):
+        alpha = sampling.get("family_alpha", 0.0)
+        tests = [p["test"] for p in sampling.get("p_values", []) if p["holm"] <= alpha]
+        return (*where, f"sampling law rejected by {', '.join(tests) or 'the family'}")
+    return (*where, normalised_message(message))
+
+
+def case_size(case: dict[str, Any]) -> tuple[int, ...]:
+    """Smaller is simpler: k, forced drafts, output length, then prompt length (as far as the record says)."""
+    divergence = case.get("divergence") or {}
+    params = case.get("params") or {}
+    k = divergence.get("num_draft_tokens") or _int(params.get("k")) or 0
+    forced = len(divergence.get("forced_drafts") or {})
+    output = len(divergence.get("reference_tokens") or [])
+    return (k, forced, output, len(case["nodeid"]))
+
+
+def _int(value: object) -> int | None:
+    try:
+        return int(str(value))
+    except ValueError:
+        return None
+
+
+def describe(key: tuple[str, ...]) -> str:
+    suite, test, cause = key
+    return f"{suite}: {test}: {cause}"
+
+
+def rerun_command(nodeid: str, run: dict[str, Any]) -> str:
+    """A command that re-runs one case with the run's decoder, model, device, dtype and session seed (node
+    ids are relative to the suites' root, harness.paths.DATA_ROOT, where harness.invocation runs them)."""
+    from harness.invocation import suites_pytest
+    from harness.paths import DATA_ROOT
+
+    command = suites_pytest([f"{DATA_ROOT}/{nodeid}"], cache=False)
+    command += [f"--decoder={run['decoder']}", f"--model={run['model']}", f"--device={run['device']}"]
+    command += [f"--dtype={run['dtype']}"] if run.get("dtype") not in (None, "default") else []
+    command += [f"--harness-seed={run['session_seed']}"] if run.get("session_seed") is not None else []
+    return shlex.join(["python", *command[1:]])
+
+
+def failure_groups(cases: Iterable[dict[str, Any]], run: dict[str, Any]) -> list[dict[str, Any]]:
+    """The run's failing cases grouped by signature, largest group first; each with its smallest case and the
+    command that re-runs that case."""
+    groups: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+    for case in cases:
+        if case["outcome"] in FAILING:
+            groups.setdefault(signature(case), []).append(case)
+    ordered = sorted(groups.items(), key=lambda item: (-len(item[1]), item[0]))
+    result = []
+    for number, (key, members) in enumerate(ordered, start=1):
+        smallest = min(members, key=case_size)
+        result.append(
+            {
+                "group": number,
+                "signature": describe(key),
+                "suite": key[0],
+                "count": len(members),
+                "smallest": smallest["nodeid"],
+                "cases": sorted(case["nodeid"] for case in members),
+                "rerun": rerun_command(smallest["nodeid"], run),
+            }
+        )
+    return result

@@ -1,0 +1,62 @@
+"""Failure triage end to end on four greedy mutants: the report opens with few groups (one per cause, not one
+per failing case), each group's smallest case shrinks to a minimal one (a batch of one, the smallest k that
+fails, at most two forced drafts), and its reproducer script fails on the mutant and passes on the correct
+decoder."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from harness.invocation import suites_pytest
+from harness.paths import SUITES
+
+MUTANTS = ["commit-heads-unverified", "stale-drafts-after-reject", "eos-ignored", "max-tokens-overshoot"]
+# the EOS and max_new_tokens cases, and natural-01's natural and forced cases at k = 1, 2 (53 cases)
+SELECTION = "eos or max_new_tokens or (natural-01 and (k1 or k2))"
+
+
+@pytest.fixture(scope="module", params=MUTANTS)
+def triaged(request, tmp_path_factory):
+    mutant = request.param
+    report = tmp_path_factory.mktemp(mutant)
+    command = [*suites_pytest([SUITES / "greedy"], cache=False), "-m", "greedy", "-k", SELECTION, "-q"]
+    command += [f"--decoder=mutant:{mutant}", f"--harness-report={report}", "--harness-shrink-seconds=90"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 1, f"the greedy suite did not catch mutant:{mutant}:\n{done.stdout[-2000:]}"
+    return mutant, report, json.loads((report / "results.json").read_text())
+
+
+def test_failures_come_as_a_few_groups_not_a_flat_list(triaged):
+    mutant, _, results = triaged
+    failing = [case for case in results["cases"] if case["outcome"] == "failed"]
+    groups = results["groups"]
+    assert sum(group["count"] for group in groups) == len(failing)
+    causes = [group for group in groups if not (group["minimal"] or {}).get("same_as_group")]
+    assert 1 <= len(causes) <= 3, f"mutant:{mutant}: {len(causes)} causes for {len(failing)} failures: {groups}"
+    assert "<h2>Failure groups (" in (triaged[1] / "index.html").read_text()
+
+
+def test_each_group_shrinks_to_a_minimal_case(triaged):
+    mutant, _, results = triaged
+    for group in results["groups"]:
+        minimal = group["minimal"]
+        assert minimal and minimal["reproduced"] and minimal["finished"], f"mutant:{mutant}, group {group}"
+        case = minimal["minimal"]
+        assert minimal["batch_size"] == 1 and len(case["forced_positions"]) <= 2
+        assert case["num_draft_tokens"] <= minimal["original"]["num_draft_tokens"]
+        assert minimal["divergence_index"] is not None
+        assert "<svg" in (triaged[1] / "index.html").read_text().split('id="groups"')[1].split("</section>")[0]
+
+
+def test_each_reproducer_fails_on_the_mutant_and_passes_on_the_correct_decoder(triaged):
+    mutant, report, results = triaged
+    for group in results["groups"]:
+        script = report / group["reproducer"]
+        on_mutant = subprocess.run([sys.executable, script], capture_output=True, text=True, timeout=300)
+        assert on_mutant.returncode == 1 and "first divergence at generated index" in on_mutant.stdout
+        on_correct = subprocess.run([sys.executable, script, "--decoder", "mtp"], capture_output=True, text=True)
+        assert on_correct.returncode == 0, f"mutant:{mutant}: {on_correct.stdout}{on_correct.stderr[-2000:]}"

@@ -1,0 +1,92 @@
+"""Failure triage over results.json cases: signatures that name the cause and ignore what varies between
+cases (prompt, k, schedule positions), groups largest first, the smallest case and its re-run command."""
+
+from __future__ import annotations
+
+from harness.paths import DATA_ROOT
+from harness.triage import divergence_place, failure_groups, normalised_message, signature
+
+RUN = {"decoder": "mutant:x", "model": "/m/tiny", "device": "cpu", "dtype": "float64", "session_seed": 7}
+
+
+def step(start, drafts, accepted, emitted):
+    return {"start": start, "drafts": drafts, "accepted": accepted, "emitted": emitted}
+
+
+def greedy_case(nodeid, index, steps, forced=None, k=2, outcome="failed"):
+    divergence = {
+        "index": index,
+        "near_tie": False,
+        "steps": steps,
+        "forced_drafts": forced or {},
+        "num_draft_tokens": k,
+        "reference_tokens": [{"id": 1, "text": "a"}] * 8,
+    }
+    return {"nodeid": nodeid, "suite": "greedy", "outcome": outcome, "message": "DIVERGENCE", "divergence": divergence}
+
+
+def test_the_place_of_a_divergence_is_named_by_its_slot_in_the_pass():
+    steps = [step(0, [], 0, [5]), step(1, [7, 8], 1, [7, 9]), step(3, [4, 4], 2, [4, 4, 6])]
+    assert divergence_place({"index": 0, "steps": steps}) == "in a pass without drafts"
+    assert divergence_place({"index": 1, "steps": steps}) == "at an accepted draft"
+    assert divergence_place({"index": 2, "steps": steps, "forced_drafts": {"2": 8}}) == (
+        "at the target's token after a rejected draft, where a draft was forced"
+    )
+    assert divergence_place({"index": 4, "steps": steps}) == "at an accepted draft, in the pass after a rejection"
+    assert divergence_place({"index": 5, "steps": steps}) == (
+        "at the bonus token after every draft was accepted, in the pass after a rejection"
+    )
+    assert divergence_place({"index": 6, "steps": steps}).startswith("past the decoder's last token")
+
+
+def test_messages_lose_what_varies_between_cases():
+    first = "prompt code-01, k=2, rejections at [0, 3]: passes (start, emitted) [(0, 1), (1, 2)] != expected [(0, 1)]"
+    second = "prompt natural-07, k=3, rejections at [5]: passes (start, emitted) [(0, 4)] != expected [(0, 1), (1, 3)]"
+    assert normalised_message(first) == normalised_message(second)
+    assert normalised_message("assert 'x' == 'y'") == normalised_message("assert 'abc' == 'd'")
+
+
+def test_failures_group_by_cause_not_by_prompt_or_k_and_the_smallest_case_is_picked():
+    rejected = [step(0, [], 0, [1]), step(1, [9, 9], 0, [2])]
+    cases = [
+        greedy_case("suites/greedy/test_f.py::test_forced[code-01-k3-every]", 1, rejected, {"1": 9}, k=3),
+        greedy_case("suites/greedy/test_f.py::test_forced[natural-02-k1-every]", 1, rejected, {"1": 9}, k=1),
+        greedy_case("suites/greedy/test_f.py::test_forced[code-09-k2-last]", 1, rejected, {"1": 9}, k=2),
+        greedy_case(
+            "suites/greedy/test_f.py::test_forced[code-01-k2-none]", 2, [step(0, [], 0, [1]), step(1, [3], 1, [3, 4])]
+        ),
+        {"nodeid": "suites/greedy/test_f.py::test_ok[a]", "suite": "greedy", "outcome": "passed", "message": ""},
+        {
+            "nodeid": "suites/invariants/test_s.py::test_state[k2]",
+            "suite": "invariants",
+            "outcome": "failed",
+            "message": "x",
+            "invariants": {"passes": 4, "violations": [{"invariant": "positions", "where": "target"}]},
+        },
+    ]
+    groups = failure_groups(cases, RUN)
+    assert [g["count"] for g in groups] == [3, 1, 1]
+    first = groups[0]
+    assert first["signature"] == (
+        "greedy: test_f.py::test_forced: greedy divergence at the target's token after a rejected draft, "
+        "where a draft was forced"
+    )
+    assert first["smallest"] == "suites/greedy/test_f.py::test_forced[natural-02-k1-every]"  # k = 1
+    assert first["rerun"].startswith(
+        f"python -m pytest '{DATA_ROOT}/suites/greedy/test_f.py::test_forced[natural-02-k1-every]'"
+    )
+    assert "--decoder=mutant:x" in first["rerun"] and "--harness-seed=7" in first["rerun"]
+    assert {g["signature"] for g in groups[1:]} == {
+        "greedy: test_f.py::test_forced: greedy divergence at the bonus token after every draft was accepted",
+        "invariants: test_s.py::test_state: invariant 'positions' broken in target",
+    }
+
+
+def test_a_crash_is_its_own_cause():
+    case = {
+        "nodeid": "suites/greedy/t.py::test_a[x]",
+        "suite": "greedy",
+        "outcome": "error",
+        "message": "E   RuntimeError: boom",
+    }
+    assert signature(case) == ("greedy", "t.py::test_a", "raised RuntimeError")
