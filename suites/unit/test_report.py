@@ -418,6 +418,44 @@ def test_write_report_writes_both_files_atomically(tmp_path):
     assert sorted(p.name for p in run_dir.iterdir()) == ["index.html", "results.json"]
 
 
+def with_a_minimal_case(results: dict) -> dict:
+    """The synthetic run's failure groups, the greedy one with a shrunk minimal case (hostile token text)."""
+    from harness.triage import failure_groups
+
+    groups = failure_groups(results["cases"], results["run"])
+    greedy = next(group for group in groups if group["suite"] == "greedy")
+    greedy["reproducer"] = "repro-group-1.py"
+    greedy["minimal"] = {
+        "original": {"prompt_ids": [1, 2, 3], "max_new_tokens": 24, "num_draft_tokens": 2, "forced_positions": [1]},
+        "minimal": {"prompt_ids": [3], "max_new_tokens": 3, "num_draft_tokens": 1, "forced_positions": [1]},
+        "tried": 9,
+        "steps": 4,
+        "finished": True,
+        "elapsed_s": 1.5,
+        "reproduced": True,
+        "batch_size": 1,
+        "forced_drafts": {"1": 7},
+        "reference_tokens": [{"id": 5, "text": "a"}, {"id": 6, "text": "b"}, {"id": 8, "text": "c"}],
+        "actual_tokens": [{"id": 5, "text": "a"}, {"id": 7, "text": SCRIPT_TOKEN}, {"id": 9, "text": "d"}],
+        "divergence_index": 1,
+        "passes": [
+            {"start": 0, "drafts": [], "accepted": 0, "emitted": [5]},
+            {"start": 1, "drafts": [7], "accepted": 1, "emitted": [7, 9]},
+        ],
+        "same_as_group": None,
+    }
+    return {**results, "groups": groups}
+
+
+def test_the_report_opens_with_failure_groups_and_draws_the_minimal_case(tmp_path):
+    page = render_report(with_a_minimal_case(synthetic_results()))
+    assert page.index('id="groups"') < page.index('id="summary"'), "the groups come first"
+    groups = page.split('id="groups"')[1].split("</section>")[0]
+    assert "batch of 1, k = 1, 1 forced draft(s) at 1, 3 new token(s), a 1-token prompt" in groups
+    assert '<svg class="chart timeline"' in groups and "python repro-group-1.py" in groups
+    assert SCRIPT_TOKEN not in page and "&lt;script&gt;" in groups, "token text in the timeline is escaped"
+
+
 def chromium_binary() -> str | None:
     return next(
         (found for name in ("chromium", "chromium-browser", "google-chrome") if (found := shutil.which(name))), None
@@ -428,7 +466,7 @@ def test_chromium_renders_the_page_without_console_errors(tmp_path):
     binary = chromium_binary()
     if binary is None:
         pytest.skip("chromium not installed: no chromium, chromium-browser or google-chrome on PATH")
-    index = write_report(synthetic_results(), tmp_path / "run")
+    index = write_report(with_a_minimal_case(synthetic_results()), tmp_path / "run")
     flags = [
         "--headless=new",
         "--no-sandbox",
@@ -439,7 +477,8 @@ def test_chromium_renders_the_page_without_console_errors(tmp_path):
     ]
     dumped = subprocess.run([binary, *flags, "--dump-dom", index.as_uri()], capture_output=True, text=True, timeout=120)
     assert "mtp-harness report 20250101-000000-abc" in dumped.stdout
-    assert 'id="summary"' in dumped.stdout
+    assert 'id="summary"' in dumped.stdout and 'id="groups"' in dumped.stdout
+    assert 'class="chart timeline"' in dumped.stdout
     errors = [line for line in dumped.stderr.splitlines() if "Uncaught" in line or ":CONSOLE" in line]
     assert not errors, "\n".join(errors)
     screenshot = tmp_path / "page.png"
