@@ -296,7 +296,9 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     budget = float(config.getoption("--harness-shrink-seconds"))
     if recorder is None or budget <= 0:
         return
-    from harness.minimal_cases import GreedyOracle, minimal_cases
+    from functools import cache
+
+    from harness.minimal_cases import GreedyOracle, InvariantOracle, Oracle, minimal_cases
     from harness.triage import failure_groups
 
     cases = recorder.finished_cases()
@@ -304,14 +306,19 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if not groups:
         return
 
-    def oracle() -> GreedyOracle:
+    @cache
+    def decoder_and_bundle() -> tuple[Decoder, ModelBundle]:
         from harness.registry import make_decoder
 
         model, device = config.getoption("--model"), config.getoption("--device")
         bundle = bundle_for(model, device, resolved_dtype(config))
-        return GreedyOracle(make_decoder(config.getoption("--decoder"), bundle), bundle)
+        return make_decoder(config.getoption("--decoder"), bundle), bundle
 
-    recorder.minimal = minimal_cases(groups, {case["nodeid"]: case for case in cases}, oracle, budget)
+    @cache
+    def oracle_for(kind: str) -> Oracle:
+        return {"greedy": GreedyOracle, "invariants": InvariantOracle}[kind](*decoder_and_bundle())
+
+    recorder.minimal = minimal_cases(groups, {case["nodeid"]: case for case in cases}, oracle_for, budget)
 
 
 @pytest.fixture(scope="session")

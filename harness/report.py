@@ -160,8 +160,15 @@ def _group_view(group: dict) -> dict[str, Any]:
     text = (
         f"batch of 1, k = {case['num_draft_tokens']}, {len(forced)} forced draft(s)"
         + (f" at {', '.join(sorted(forced, key=int))}" if forced else "")
-        + f", {case['max_new_tokens']} new token(s), a {len(case['prompt_ids'])}-token prompt; first divergence at "
-        f"index {minimal['divergence_index']}. Shrunk in {minimal['steps']} steps ({minimal['tried']} variants tried, "
+        + f", {case['max_new_tokens']} new token(s), a {len(case['prompt_ids'])}-token prompt"
+        + (f", temperature {case['temperature']}" if case.get("temperature") else "")
+        + "; "
+        + (
+            f"{minimal['violations']} invariant violation(s), the first: {minimal['violation']}"
+            if minimal.get("kind") == "invariants"
+            else f"first divergence at index {minimal['divergence_index']}"
+        )
+        + f". Shrunk in {minimal['steps']} steps ({minimal['tried']} variants tried, "
         f"{minimal['elapsed_s']} s{'' if minimal['finished'] else ', stopped by the time budget'})."
     )
     if minimal.get("same_as_group"):

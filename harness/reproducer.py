@@ -1,6 +1,8 @@
 """A failure group's reproducer: a small self-contained Python script that feeds the group's minimal request
-to the decoder alone and prints expected (target-only greedy) against actual tokens; exit status 1 when
-they differ. `--decoder NAME` runs the same request on another decoder (e.g. `mtp`, the correct one).
+to the decoder alone. Greedy: it prints expected (target-only greedy) against actual tokens, exit status 1
+when they differ. Invariants: it runs the decoder with its inspection hook, checks every pass
+(harness/invariants.py) and prints the violations, exit status 1 when there are any. `--decoder NAME` runs
+the same request on another decoder (e.g. `mtp`, the correct one).
 
 Every value is written as a Python literal of numbers or repr()-quoted strings: nothing from the run is
 executed as code."""
@@ -63,13 +65,75 @@ if __name__ == "__main__":
 '''
 
 
+INVARIANTS_TEMPLATE = '''"""mtp-harness reproducer: run {run_id}, failure group {group} ({count} cases; cause: CAUSE).
+Minimal case (batch of one): k = {k}, {forced_count} forced draft(s), {new_tokens} new tokens, {prompt_tokens}
+prompt tokens, checked after every pass. Usage: python {filename} [--decoder NAME]; exit status 1 when an
+invariant breaks."""
+
+import argparse
+import sys
+
+from harness.api import DecodeRequest, SamplingConfig
+from harness.invariants import check_run
+from harness.models import load_bundle
+from harness.registry import make_decoder
+
+CAUSE = {signature!r}
+DECODER = {decoder!r}
+MODEL = {model!r}
+DEVICE = {device!r}
+DTYPE = {dtype!r}
+REQUEST = DecodeRequest(
+    prompt_ids={prompt_ids!r},
+    max_new_tokens={new_tokens!r},
+    sampling=SamplingConfig(temperature={temperature!r}, top_k={top_k!r}, top_p={top_p!r}),
+    seed={seed!r},
+    num_draft_tokens={k!r},
+    draft_mode={draft_mode!r},
+    eos_token_ids={eos!r},
+    forced_drafts={forced!r},  # output position -> the draft token the decoder must propose there
+)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--decoder", default=DECODER, help=f"decoder to run (default {{DECODER}})")
+    decoder_name = parser.parse_args().decoder
+    bundle = load_bundle(MODEL, device=DEVICE, dtype=DTYPE)
+    decoder = make_decoder(decoder_name, bundle)
+    if not hasattr(decoder, "observer"):
+        print(f"decoder {{decoder_name}} has no inspection hook (an observer attribute)")
+        return 2
+    snapshots = []
+    decoder.observer = snapshots.append
+    [result] = decoder.decode([REQUEST])
+    violations = check_run(bundle, snapshots, {{0: len(REQUEST.prompt_ids)}})
+    print(f"decoder  {{decoder_name}}: {{list(result.token_ids)}}")
+    for step in result.steps:
+        drafts, emitted = list(step.drafts), list(step.emitted)
+        print(f"  pass at {{step.start}}: drafts {{drafts}}, accepted {{step.accepted}}, emitted {{emitted}}")
+    if not violations:
+        print(f"every one of {{len(snapshots)}} passes is clean: the case passes on this decoder")
+        return 0
+    print(f"{{len(violations)}} invariant violations over {{len(snapshots)}} passes:")
+    for violation in violations[:8]:
+        print("  " + violation.describe())
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+'''
+
+
 def reproducer_script(group: dict[str, Any], run: dict[str, Any], filename: str) -> str:
     """The script for `group` (which has a reproduced minimal case) of the run described by `run`."""
     minimal = group["minimal"]
     case = minimal["minimal"]
     forced = {int(position): int(token) for position, token in minimal["forced_drafts"].items()}
     dtype = run.get("dtype")
-    return TEMPLATE.format(
+    template = INVARIANTS_TEMPLATE if minimal.get("kind") == "invariants" else TEMPLATE
+    return template.format(
         run_id=str(run.get("run_id", "")).replace('"', ""),
         group=group["group"],
         count=group["count"],
@@ -86,4 +150,9 @@ def reproducer_script(group: dict[str, Any], run: dict[str, Any], filename: str)
         prompt_ids=tuple(int(t) for t in case["prompt_ids"]),
         eos=tuple(int(t) for t in case["eos_token_ids"]),
         forced=forced,
+        temperature=float(case.get("temperature", 0.0)),
+        top_k=int(case.get("top_k", 0)),
+        top_p=float(case.get("top_p", 1.0)),
+        seed=int(case.get("seed", 0)),
+        draft_mode=str(case.get("draft_mode", "greedy")),
     )

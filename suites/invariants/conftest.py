@@ -23,6 +23,7 @@ def inspect(decoder, bundle):
         )
 
     def run(requests: list[DecodeRequest]) -> tuple[list, list[Violation], list[PassSnapshot]]:
+        run.last_requests = list(requests)  # for assert_clean's record: the request a violation broke
         snapshots: list[PassSnapshot] = []
         decoder.observer = snapshots.append
         try:
@@ -33,16 +34,19 @@ def inspect(decoder, bundle):
         violations = check_run(bundle, snapshots, {i: len(r.prompt_ids) for i, r in enumerate(requests)})
         return results, violations, snapshots
 
+    run.last_requests = []
     return run
 
 
 @pytest.fixture
-def assert_clean(record_property):
+def assert_clean(record_property, inspect):
     """Fail naming pass, layer, invariant and the largest difference of the first violations (all of them
-    are recorded for the report)."""
+    are recorded for the report, with the request of the first: failure triage shrinks it)."""
 
     def check(violations: list[Violation], snapshots: list[PassSnapshot]) -> None:
         record = {"passes": len(snapshots), "violations": [violation_record(v) for v in violations[:MAX_RECORDED]]}
+        if violations and violations[0].request_index < len(inspect.last_requests):
+            record["first_request"] = request_record(inspect.last_requests[violations[0].request_index])
         record_property("mtp_harness.invariants", json.dumps(record))
         _assert_no_violations(violations, snapshots)
 
@@ -50,6 +54,22 @@ def assert_clean(record_property):
 
 
 MAX_RECORDED = 200
+
+
+def request_record(request: DecodeRequest) -> dict:
+    """A request as plain data (harness/shrink.py RequestCase.from_request reads it back)."""
+    return {
+        "prompt_ids": list(request.prompt_ids),
+        "max_new_tokens": request.max_new_tokens,
+        "num_draft_tokens": request.num_draft_tokens,
+        "eos_token_ids": list(request.eos_token_ids),
+        "forced_drafts": {str(p): t for p, t in request.forced_drafts.items()},
+        "temperature": request.sampling.temperature,
+        "top_k": request.sampling.top_k,
+        "top_p": request.sampling.top_p,
+        "seed": request.seed,
+        "draft_mode": request.draft_mode,
+    }
 
 
 def violation_record(violation: Violation) -> dict:
