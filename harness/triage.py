@@ -7,7 +7,8 @@ schedule's positions): the suite and test, and then
   accepted draft, the target's token after a rejected draft, the bonus token after all drafts were accepted,
   a pass without drafts), whether the pass before it rejected a draft, and whether a draft was forced there;
 - an invariant failure: the first broken invariant and where (target cache, MTP depth d, layer l);
-- a sampling failure: which statistics rejected;
+- a sampling failure: which statistics rejected and where the excess sits (the most likely cell, a less
+  likely one or the pooled tail, over- or under-represented; for a PIT, low or high u);
 - anything else: the first line of the message with numbers and lists blanked out, or the exception type.
 """
 
@@ -67,6 +68,32 @@ def divergence_place(divergence: dict[str, Any]) -> str:
     return ", ".join(words)
 
 
+def excess_place(sampling: dict[str, Any]) -> str:
+    """Where a rejected sampling case's largest departure sits, in words that do not depend on the prompt.
+
+    Law cases: the cell with the largest |observed - expected| / sqrt(expected) (its Pearson residual), named
+    by its rank in expected count. PIT cases: whether the histogram's excess is at low or high u (a bias
+    toward the token order's head or tail)."""
+    cells = sampling.get("cells_table") or []
+    if cells:
+        residual = [(c["observed"] - c["expected"]) / max(c["expected"], 1e-12) ** 0.5 for c in cells]
+        worst = max(range(len(cells)), key=lambda i: abs(residual[i]))
+        ranked = sorted(range(len(cells)), key=lambda i: -cells[i]["expected"])
+        if str(cells[worst]["label"]).startswith("<other"):
+            cell = "the pooled tail"
+        elif ranked[0] == worst:
+            cell = "the most likely continuation"
+        else:
+            cell = "a less likely continuation"
+        return f"; {cell} {'over' if residual[worst] > 0 else 'under'}-represented"
+    histogram = sampling.get("pit_histogram") or []
+    if len(histogram) >= 2:
+        half = len(histogram) // 2
+        low, high = sum(histogram[:half]), sum(histogram[-half:])
+        return f"; PIT mass toward {'low' if low > high else 'high'} u"
+    return ""
+
+
 def normalised_message(message: str) -> str:
     """The first meaningful line of a failure message with what varies between cases blanked out."""
     line = next((line.strip() for line in message.splitlines() if line.strip()), "")
@@ -95,7 +122,7 @@ def signature(case: dict[str, Any]) -> tuple[str, ...]:
     if sampling and sampling.get("rejected"):
         alpha = sampling.get("family_alpha", 0.0)
         tests = [p["test"] for p in sampling.get("p_values", []) if p["holm"] <= alpha]
-        return (*where, f"sampling law rejected by {', '.join(tests) or 'the family'}")
+        return (*where, f"sampling law rejected by {', '.join(tests) or 'the family'}{excess_place(sampling)}")
     return (*where, normalised_message(message))
 
 

@@ -90,3 +90,34 @@ def test_a_crash_is_its_own_cause():
         "message": "E   RuntimeError: boom",
     }
     assert signature(case) == ("greedy", "t.py::test_a", "raised RuntimeError")
+
+
+def sampling_case(cells=None, histogram=None):
+    sampling = {
+        "rejected": True,
+        "family_alpha": 0.01,
+        "p_values": [{"test": "chi-square", "holm": 1e-6}, {"test": "G", "holm": 0.2}],
+        "cells_table": cells or [],
+        "pit_histogram": histogram,
+    }
+    return {
+        "nodeid": "suites/sampling/t.py::test_law[c]",
+        "suite": "sampling",
+        "outcome": "failed",
+        "sampling": sampling,
+    }
+
+
+def test_a_sampling_signature_says_which_statistic_rejected_and_where_the_excess_sits():
+    head_heavy = [
+        {"label": "' the'", "observed": 700, "expected": 500},
+        {"label": "' a'", "observed": 250, "expected": 300},
+        {"label": "<other: pooled small cells and pruned branches>", "observed": 150, "expected": 200},
+    ]
+    assert signature(sampling_case(head_heavy))[2] == (
+        "sampling law rejected by chi-square; the most likely continuation over-represented"
+    )
+    tail_lost = [dict(cell) for cell in head_heavy]
+    tail_lost[0]["observed"], tail_lost[2]["observed"] = 520, 30
+    assert signature(sampling_case(tail_lost))[2].endswith("the pooled tail under-represented")
+    assert signature(sampling_case(histogram=[30, 20, 10, 10, 5, 5]))[2].endswith("PIT mass toward low u")
