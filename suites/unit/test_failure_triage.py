@@ -27,7 +27,8 @@ MUTANTS = {
 }
 
 
-@pytest.fixture(scope="module", params=MUTANTS)
+# one xdist group per mutant: its three tests share one run of the suite (on one worker)
+@pytest.fixture(scope="module", params=[pytest.param(m, marks=pytest.mark.xdist_group(f"triage-{m}")) for m in MUTANTS])
 def triaged(request, tmp_path_factory):
     mutant = request.param
     suite, selection = MUTANTS[mutant]
