@@ -24,6 +24,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--suite", action="append", choices=CATALOGUE_SUITES, help="only these suites (repeatable; default: all)"
     )
     parser.add_argument("-n", "--workers", type=int, default=2, help="decoders run in parallel (default 2)")
+    parser.add_argument(
+        "-k", "--select", default=None, help="only the cases matching this pytest -k expression (a quick slice)"
+    )
     parser.add_argument("--model", default=str(DEFAULT_MODEL), help="model directory or fixture name")
     parser.add_argument("--device", default="cpu", help="torch device (default: cpu)")
     parser.add_argument("--dtype", default=None, help="model dtype (default: float64 on CPU)")
@@ -68,6 +71,7 @@ def run(args: argparse.Namespace) -> int:
     options = [f"--model={args.model}", f"--device={args.device}", f"--harness-budget={args.budget}"]
     options += [f"--dtype={args.dtype}"] if args.dtype else []
     options += [f"--harness-seed={args.harness_seed}"] if args.harness_seed else []
+    options += ["-k", args.select] if args.select else []
     run_dir = args.report_dir / (time.strftime("%Y%m%d-%H%M%S") + "-mutants")
     status(f"mtp-harness mutants: {len(decoders)} decoders x {len(suites)} suites, {args.workers} at a time")
 

@@ -118,10 +118,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     if getattr(config, "workerinput", None) is not None:
-        # pytest-xdist: one torch thread per worker, so N workers share N cores instead of oversubscribing them
+        # pytest-xdist: one torch thread per worker, so N workers share N cores instead of oversubscribing them;
+        # processes a test starts (an engine, a child pytest run) inherit one OpenMP thread too
         import torch
 
         torch.set_num_threads(1)
+        os.environ.setdefault("OMP_NUM_THREADS", "1")
+        os.environ.setdefault("MKL_NUM_THREADS", "1")
     for name, description in MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {description}")
     config.stash[_SEED] = _session_seed(config)
