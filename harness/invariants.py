@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import torch
 from transformers import DynamicCache
 
-from harness.api import PassSnapshot
+from harness.api import Decoder, DecodeRequest, DecodeResult, PassSnapshot
 from harness.models import ModelBundle
 from harness.target_hidden import run_target_decoder
 from harness.teacher_forcing import mtp_hidden_states
@@ -220,3 +220,17 @@ def check_run(
         found += check_snapshot(bundle, snapshot, previous[snapshot.request_index])
         previous[snapshot.request_index] = len(snapshot.committed_ids)
     return found
+
+
+def decode_inspected(
+    decoder: Decoder, bundle: ModelBundle, requests: Sequence[DecodeRequest]
+) -> tuple[list[DecodeResult], list[Violation], list[PassSnapshot]]:
+    """Decode with the decoder's inspection hook (its `observer` attribute) attached, then check every pass."""
+    snapshots: list[PassSnapshot] = []
+    decoder.observer = snapshots.append  # type: ignore[attr-defined]
+    try:
+        results = decoder.decode(list(requests))
+    finally:
+        decoder.observer = None  # type: ignore[attr-defined]
+    violations = check_run(bundle, snapshots, {i: len(r.prompt_ids) for i, r in enumerate(requests)})
+    return results, violations, snapshots

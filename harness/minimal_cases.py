@@ -11,9 +11,9 @@ from typing import Any, Protocol
 
 import torch
 
-from harness.api import Decoder, DecodeRequest, DecodeResult, PassSnapshot, SamplingConfig
+from harness.api import Decoder, DecodeRequest, DecodeResult, SamplingConfig
 from harness.divergence import first_divergence
-from harness.invariants import Violation, check_run
+from harness.invariants import Violation, decode_inspected
 from harness.models import ModelBundle
 from harness.shrink import RequestCase, shrink
 from harness.target_decoder import TargetOnlyDecoder
@@ -114,13 +114,8 @@ class InvariantOracle:
 
     def run(self, case: RequestCase) -> tuple[DecodeRequest, DecodeResult, list[Violation]]:
         request = case_request(case, {})
-        snapshots: list[PassSnapshot] = []
-        self.decoder.observer = snapshots.append  # type: ignore[attr-defined]
-        try:
-            [result] = self.decoder.decode([request])
-        finally:
-            self.decoder.observer = None  # type: ignore[attr-defined]
-        return request, result, check_run(self.bundle, snapshots, {0: len(request.prompt_ids)})
+        [result], violations, _ = decode_inspected(self.decoder, self.bundle, [request])
+        return request, result, violations
 
     def divergence_of(self, case: RequestCase) -> int | None:
         """None when every pass is clean (or the decoder refuses the variant); else the whole output length:

@@ -11,70 +11,16 @@ from __future__ import annotations
 
 from typing import Any
 
-TEMPLATE = '''"""mtp-harness reproducer: run {run_id}, failure group {group} ({count} cases; the cause in CAUSE).
+PREAMBLE = '''"""mtp-harness reproducer: run {run_id}, failure group {group} ({count} cases; cause: CAUSE).
 Minimal case (batch of one): k = {k}, {forced_count} forced draft(s), {new_tokens} new tokens, {prompt_tokens}
-prompt tokens. Usage: python {filename} [--decoder NAME]; exit status 1 when the tokens differ."""
-
-import argparse
-import sys
-
-from harness.api import DecodeRequest
-from harness.divergence import first_divergence
-from harness.models import load_bundle
-from harness.registry import make_decoder
-
-CAUSE = {signature!r}
-DECODER = {decoder!r}
-MODEL = {model!r}
-DEVICE = {device!r}
-DTYPE = {dtype!r}
-REQUEST = DecodeRequest(
-    prompt_ids={prompt_ids!r},
-    max_new_tokens={new_tokens!r},
-    num_draft_tokens={k!r},
-    eos_token_ids={eos!r},
-    forced_drafts={forced!r},  # output position -> the draft token the decoder must propose there
-)
-
-
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--decoder", default=DECODER, help=f"decoder to run (default {{DECODER}})")
-    decoder_name = parser.parse_args().decoder
-    bundle = load_bundle(MODEL, device=DEVICE, dtype=DTYPE)
-    plain = DecodeRequest(REQUEST.prompt_ids, REQUEST.max_new_tokens, eos_token_ids=REQUEST.eos_token_ids)
-    [expected] = make_decoder("target", bundle).decode([plain])
-    [actual] = make_decoder(decoder_name, bundle).decode([REQUEST])
-    show = bundle.tokenizer.decode
-    print(f"decoder  {{decoder_name}}")
-    print(f"expected {{list(expected.token_ids)}}  {{show(expected.token_ids)!r}}")
-    print(f"actual   {{list(actual.token_ids)}}  {{show(actual.token_ids)!r}}")
-    for step in actual.steps:
-        drafts, emitted = list(step.drafts), list(step.emitted)
-        print(f"  pass at {{step.start}}: drafts {{drafts}}, accepted {{step.accepted}}, emitted {{emitted}}")
-    index = first_divergence(expected.token_ids, actual.token_ids)
-    if index is None:
-        print("same tokens: the case passes on this decoder")
-        return 0
-    print(f"first divergence at generated index {{index}}")
-    return 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())
-'''
-
-
-INVARIANTS_TEMPLATE = '''"""mtp-harness reproducer: run {run_id}, failure group {group} ({count} cases; cause: CAUSE).
-Minimal case (batch of one): k = {k}, {forced_count} forced draft(s), {new_tokens} new tokens, {prompt_tokens}
-prompt tokens, checked after every pass. Usage: python {filename} [--decoder NAME]; exit status 1 when an
-invariant breaks."""
+prompt tokens. Usage: python {filename} [--decoder NAME]; exit status 1 when {failure}."""
 
 import argparse
 import sys
 
 from harness.api import DecodeRequest, SamplingConfig
-from harness.invariants import check_run
+from harness.divergence import first_divergence
+from harness.invariants import decode_inspected
 from harness.models import load_bundle
 from harness.registry import make_decoder
 
@@ -95,23 +41,44 @@ REQUEST = DecodeRequest(
 )
 
 
+def print_passes(result):
+    for step in result.steps:
+        drafts, emitted = list(step.drafts), list(step.emitted)
+        print(f"  pass at {{step.start}}: drafts {{drafts}}, accepted {{step.accepted}}, emitted {{emitted}}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--decoder", default=DECODER, help=f"decoder to run (default {{DECODER}})")
     decoder_name = parser.parse_args().decoder
     bundle = load_bundle(MODEL, device=DEVICE, dtype=DTYPE)
     decoder = make_decoder(decoder_name, bundle)
-    if not hasattr(decoder, "observer"):
+'''
+
+# what main() does after building the decoder, per kind of failure
+GREEDY_CHECK = """    eos = REQUEST.eos_token_ids
+    plain = DecodeRequest(REQUEST.prompt_ids, REQUEST.max_new_tokens, eos_token_ids=eos)
+    [expected] = make_decoder("target", bundle).decode([plain])
+    [actual] = decoder.decode([REQUEST])
+    show = bundle.tokenizer.decode
+    print(f"decoder  {{decoder_name}}")
+    print(f"expected {{list(expected.token_ids)}}  {{show(expected.token_ids)!r}}")
+    print(f"actual   {{list(actual.token_ids)}}  {{show(actual.token_ids)!r}}")
+    print_passes(actual)
+    index = first_divergence(expected.token_ids, actual.token_ids)
+    if index is None:
+        print("same tokens: the case passes on this decoder")
+        return 0
+    print(f"first divergence at generated index {{index}}")
+    return 1
+"""
+
+INVARIANTS_CHECK = """    if not hasattr(decoder, "observer"):
         print(f"decoder {{decoder_name}} has no inspection hook (an observer attribute)")
         return 2
-    snapshots = []
-    decoder.observer = snapshots.append
-    [result] = decoder.decode([REQUEST])
-    violations = check_run(bundle, snapshots, {{0: len(REQUEST.prompt_ids)}})
+    [result], violations, snapshots = decode_inspected(decoder, bundle, [REQUEST])
     print(f"decoder  {{decoder_name}}: {{list(result.token_ids)}}")
-    for step in result.steps:
-        drafts, emitted = list(step.drafts), list(step.emitted)
-        print(f"  pass at {{step.start}}: drafts {{drafts}}, accepted {{step.accepted}}, emitted {{emitted}}")
+    print_passes(result)
     if not violations:
         print(f"every one of {{len(snapshots)}} passes is clean: the case passes on this decoder")
         return 0
@@ -119,11 +86,13 @@ def main() -> int:
     for violation in violations[:8]:
         print("  " + violation.describe())
     return 1
+"""
 
+ENDING = """
 
 if __name__ == "__main__":
     sys.exit(main())
-'''
+"""
 
 
 def reproducer_script(group: dict[str, Any], run: dict[str, Any], filename: str) -> str:
@@ -132,8 +101,10 @@ def reproducer_script(group: dict[str, Any], run: dict[str, Any], filename: str)
     case = minimal["minimal"]
     forced = {int(position): int(token) for position, token in minimal["forced_drafts"].items()}
     dtype = run.get("dtype")
-    template = INVARIANTS_TEMPLATE if minimal.get("kind") == "invariants" else TEMPLATE
+    invariants = minimal.get("kind") == "invariants"
+    template = PREAMBLE + (INVARIANTS_CHECK if invariants else GREEDY_CHECK) + ENDING
     return template.format(
+        failure="an invariant breaks after a pass" if invariants else "the tokens differ from target-only greedy",
         run_id=str(run.get("run_id", "")).replace('"', ""),
         group=group["group"],
         count=group["count"],

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from harness.api import DecodeRequest, PassSnapshot
-from harness.invariants import Violation, check_run
+from harness.invariants import Violation, decode_inspected
 
 INVARIANT_PROMPTS = ["natural-01", "natural-05", "code-03", "repetitive-02", "soup-02", "eos-01", "long-01", "code-06"]
 
@@ -24,14 +24,8 @@ def inspect(decoder, bundle):
 
     def run(requests: list[DecodeRequest]) -> tuple[list, list[Violation], list[PassSnapshot]]:
         run.last_requests = list(requests)  # for assert_clean's record: the request a violation broke
-        snapshots: list[PassSnapshot] = []
-        decoder.observer = snapshots.append
-        try:
-            results = decoder.decode(requests)
-        finally:
-            decoder.observer = None
+        results, violations, snapshots = decode_inspected(decoder, bundle, requests)
         assert snapshots, "the inspection hook reported no pass"
-        violations = check_run(bundle, snapshots, {i: len(r.prompt_ids) for i, r in enumerate(requests)})
         return results, violations, snapshots
 
     run.last_requests = []
