@@ -95,13 +95,17 @@ class GreedyOracle:
     def view(self, case: RequestCase) -> dict[str, Any]:
         request, reference, result = self.run(case)
         decode = self.bundle.tokenizer.decode
-        return {
+        view = {
             "forced_drafts": {str(p): t for p, t in request.forced_drafts.items()},
             "reference_tokens": [{"id": t, "text": decode([t])} for t in reference],
             "actual_tokens": [{"id": t, "text": decode([t])} for t in result.token_ids],
             "divergence_index": first_divergence(reference, result.token_ids),
             "passes": passes_record(result),
         }
+        engine_config = getattr(self.decoder, "engine_config", None)  # an engine subject: its reproducer needs it
+        if engine_config is not None:
+            view["engine_config"] = engine_config(case.num_draft_tokens, case.draft_mode)
+        return view
 
 
 class InvariantOracle:

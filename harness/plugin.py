@@ -321,7 +321,13 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     def oracle_for(kind: str) -> Oracle:
         return {"greedy": GreedyOracle, "invariants": InvariantOracle}[kind](*decoder_and_bundle())
 
-    recorder.minimal = minimal_cases(groups, {case["nodeid"]: case for case in cases}, oracle_for, budget)
+    try:
+        recorder.minimal = minimal_cases(groups, {case["nodeid"]: case for case in cases}, oracle_for, budget)
+    finally:
+        if decoder_and_bundle.cache_info().currsize:  # an engine subject's processes stop here, not at exit
+            close = getattr(decoder_and_bundle()[0], "close", None)
+            if close is not None:
+                close()
 
 
 @pytest.fixture(scope="session")

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.engines.catalogue import engine_of_decoder
 from harness.paths import REPO_ROOT, REPORTS, suite_of
 from harness.triage import failure_groups
 
@@ -57,12 +58,32 @@ def write_reproducers(results: dict, run_dir: Path) -> None:
     """Each failure group with a reproduced minimal case gets its script, repro-group-N.py, in the run directory."""
     from harness.reproducer import reproducer_script
 
+    run = results["run"]
+    engine = engine_of_decoder(run["decoder"])
     for group in results["groups"]:
-        if (group.get("minimal") or {}).get("reproduced"):
-            name = f"repro-group-{group['group']}.py"
-            run_dir.mkdir(parents=True, exist_ok=True)
-            (run_dir / name).write_text(reproducer_script(group, results["run"], name))
-            group["reproducer"] = name
+        minimal = group.get("minimal") or {}
+        if not minimal.get("reproduced"):
+            continue
+        name = f"repro-group-{group['group']}.py"
+        if engine is not None and engine.reproducer is not None and "engine_config" in minimal:
+            script = engine.reproducer(group, run, name)
+            python = engine.environment.python("cuda" if str(run["device"]).startswith("cuda") else "cpu")
+            group["reproducer_command"] = shlex.join([str(python), name])
+            group["reproducer_about"] = (
+                f"uses {engine.environment.name} alone, no harness import: it compares {engine.environment.name}'s "
+                f"MTP decoding of the minimal request with {engine.environment.name} without speculation and "
+                "exits 1 when they differ"
+            )
+        else:
+            script = reproducer_script(group, run, name)
+            group["reproducer_command"] = f"python {name}"
+            group["reproducer_about"] = (
+                "prints expected against actual tokens (or the broken invariants) and exits 1 on the failure; "
+                "--decoder mtp runs the same request on the correct decoder"
+            )
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / name).write_text(script)
+        group["reproducer"] = name
 
 
 def harness_version() -> str:

@@ -95,35 +95,41 @@ if __name__ == "__main__":
 """
 
 
-def reproducer_script(group: dict[str, Any], run: dict[str, Any], filename: str) -> str:
-    """The script for `group` (which has a reproduced minimal case) of the run described by `run`."""
+def case_fields(group: dict[str, Any], run: dict[str, Any], filename: str) -> dict[str, Any]:
+    """The values a reproducer template is filled with: the group, the run and its minimal case, each a plain
+    number, string, tuple or dict of numbers (written into the script with repr())."""
     minimal = group["minimal"]
     case = minimal["minimal"]
-    forced = {int(position): int(token) for position, token in minimal["forced_drafts"].items()}
     dtype = run.get("dtype")
-    invariants = minimal.get("kind") == "invariants"
+    return {
+        "run_id": str(run.get("run_id", "")).replace('"', ""),
+        "group": group["group"],
+        "count": group["count"],
+        "signature": str(group["signature"]),
+        "k": int(case["num_draft_tokens"]),
+        "new_tokens": int(case["max_new_tokens"]),
+        "prompt_tokens": len(case["prompt_ids"]),
+        "filename": filename,
+        "decoder": str(run["decoder"]),
+        "model": str(run["model"]),
+        "device": str(run["device"]),
+        "dtype": str(dtype) if dtype and dtype != "default" else "float64",
+        "prompt_ids": tuple(int(t) for t in case["prompt_ids"]),
+        "eos": tuple(int(t) for t in case["eos_token_ids"]),
+        "forced": {int(position): int(token) for position, token in minimal["forced_drafts"].items()},
+        "expected": tuple(int(token["id"]) for token in minimal.get("reference_tokens", ())),
+        "temperature": float(case.get("temperature", 0.0)),
+        "top_k": int(case.get("top_k", 0)),
+        "top_p": float(case.get("top_p", 1.0)),
+        "seed": int(case.get("seed", 0)),
+        "draft_mode": str(case.get("draft_mode", "greedy")),
+    }
+
+
+def reproducer_script(group: dict[str, Any], run: dict[str, Any], filename: str) -> str:
+    """The script for `group` (which has a reproduced minimal case) of the run described by `run`."""
+    fields = case_fields(group, run, filename)
+    invariants = group["minimal"].get("kind") == "invariants"
     template = PREAMBLE + (INVARIANTS_CHECK if invariants else GREEDY_CHECK) + ENDING
-    return template.format(
-        failure="an invariant breaks after a pass" if invariants else "the tokens differ from target-only greedy",
-        run_id=str(run.get("run_id", "")).replace('"', ""),
-        group=group["group"],
-        count=group["count"],
-        signature=str(group["signature"]),
-        k=int(case["num_draft_tokens"]),
-        forced_count=len(forced),
-        new_tokens=int(case["max_new_tokens"]),
-        prompt_tokens=len(case["prompt_ids"]),
-        filename=filename,
-        decoder=str(run["decoder"]),
-        model=str(run["model"]),
-        device=str(run["device"]),
-        dtype=str(dtype) if dtype and dtype != "default" else "float64",
-        prompt_ids=tuple(int(t) for t in case["prompt_ids"]),
-        eos=tuple(int(t) for t in case["eos_token_ids"]),
-        forced=forced,
-        temperature=float(case.get("temperature", 0.0)),
-        top_k=int(case.get("top_k", 0)),
-        top_p=float(case.get("top_p", 1.0)),
-        seed=int(case.get("seed", 0)),
-        draft_mode=str(case.get("draft_mode", "greedy")),
-    )
+    failure = "an invariant breaks after a pass" if invariants else "the tokens differ from target-only greedy"
+    return template.format(failure=failure, forced_count=len(fields["forced"]), **fields)

@@ -3,11 +3,14 @@ the findings recorded against them. Light on purpose (no torch import): the plug
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from harness.engines.environments import EngineEnvironment
 from harness.engines.vllm_environment import VLLM
 from harness.engines.vllm_findings import VLLM_FINDINGS
+from harness.engines.vllm_reproducer import vllm_reproducer_script
 from harness.findings import Finding
 
 
@@ -16,9 +19,11 @@ class EngineSubject:
     environment: EngineEnvironment
     decoders: tuple[str, ...]
     findings: tuple[Finding, ...]
+    # (group, run, filename) -> a greedy failure group's reproducer script that uses the engine alone
+    reproducer: Callable[[dict[str, Any], dict[str, Any], str], str] | None = None
 
 
-ENGINES = {VLLM.name: EngineSubject(VLLM, ("vllm-mtp", "vllm"), VLLM_FINDINGS)}
+ENGINES = {VLLM.name: EngineSubject(VLLM, ("vllm-mtp", "vllm"), VLLM_FINDINGS, vllm_reproducer_script)}
 
 
 def engine_of_decoder(decoder: str) -> EngineSubject | None:

@@ -1,9 +1,11 @@
 """The vLLM engine server: runs inside vLLM's own environment and speaks the harness's wire protocol.
 
-This file is executed by the vLLM environment's Python (`python vllm_server.py`), never imported by the
-harness: it needs only the standard library and vLLM. The protocol (harness/engines/wire.py) is JSON lines:
-the first stdin line is the engine configuration, then one `decode` message per line; every reply is one
-stdout line. Everything vLLM itself prints goes to stderr.
+This file is executed by the vLLM environment's Python (`python vllm_server.py`): it needs only the standard
+library and vLLM (imported inside the engine). The harness imports it only for `llm_arguments`, to write the
+same engine configuration into a vLLM-alone reproducer (harness/engines/vllm_reproducer.py).
+
+The protocol (harness/engines/wire.py) is JSON lines: the first stdin line is the engine configuration,
+then one `decode` message per line; every reply is one stdout line. Everything vLLM prints goes to stderr.
 
 vLLM is tested as shipped. The server makes exactly two interventions, both inside the engine process:
 
@@ -56,6 +58,35 @@ def main() -> None:
             break
 
 
+def speculative_config(config: dict) -> dict | None:
+    """vLLM's speculative_config for the harness's engine configuration (None: no speculation)."""
+    k = int(config.get("num_draft_tokens", 0))
+    if not k:
+        return None
+    return {
+        "method": "mtp",
+        "num_speculative_tokens": k,
+        "draft_sample_method": "probabilistic" if config.get("draft_mode") == "sample" else "greedy",
+    }
+
+
+def llm_arguments(config: dict) -> dict:
+    """The keyword arguments of vLLM's LLM for the harness's engine configuration."""
+    return {
+        "model": config["model"],
+        "dtype": config.get("dtype", "float32"),
+        "max_model_len": int(config["max_model_len"]),
+        "speculative_config": speculative_config(config),
+        "seed": int(config.get("seed", 0)),
+        "enforce_eager": bool(config.get("enforce_eager", True)),
+        "async_scheduling": False,  # each pass's drafts are then in the scheduler output the recorder reads
+        "skip_tokenizer_init": True,  # requests arrive as token ids; EOS comes from the request
+        "max_num_seqs": int(config.get("max_num_seqs", 256)),
+        "kv_cache_memory_bytes": int(config.get("kv_cache_bytes", 256 * 2**20)),  # small models, small cache
+        "disable_log_stats": True,
+    }
+
+
 class Engine:
     """One vLLM LLM instance (in this process) with the harness's hooks installed on its model runner."""
 
@@ -66,27 +97,7 @@ class Engine:
 
         self.config = config
         self.version = vllm.__version__
-        k = int(config.get("num_draft_tokens", 0))
-        speculative = None
-        if k:
-            speculative = {
-                "method": "mtp",
-                "num_speculative_tokens": k,
-                "draft_sample_method": "probabilistic" if config.get("draft_mode") == "sample" else "greedy",
-            }
-        self.llm = LLM(
-            model=config["model"],
-            dtype=config.get("dtype", "float32"),
-            max_model_len=int(config["max_model_len"]),
-            speculative_config=speculative,
-            seed=int(config.get("seed", 0)),
-            enforce_eager=bool(config.get("enforce_eager", True)),
-            async_scheduling=False,  # each pass's drafts are then in the scheduler output the recorder reads
-            skip_tokenizer_init=True,  # requests arrive as token ids; EOS comes from the request
-            max_num_seqs=int(config.get("max_num_seqs", 256)),
-            kv_cache_memory_bytes=int(config.get("kv_cache_bytes", 256 * 2**20)),  # small models, small cache
-            disable_log_stats=True,
-        )
+        self.llm = LLM(**llm_arguments(config))
         self.recorder = Recorder()
         self.llm.collective_rpc(self.recorder.install)
         self.batches = 0

@@ -76,9 +76,10 @@ class VLLMDecoder:
             return (0, "greedy")
         return (request.num_draft_tokens, request.draft_mode)
 
-    def _start(self, k: int, draft_mode: str) -> EngineProcess:
+    def engine_config(self, k: int, draft_mode: str) -> dict[str, object]:
+        """The configuration the server builds its vLLM LLM from (harness/engines/vllm_server.py)."""
         bundle = self.bundle
-        config = {
+        return {
             "model": str(bundle.path.resolve()),
             "dtype": ENGINE_DTYPES[bundle.dtype],
             "max_model_len": bundle.max_context,
@@ -89,6 +90,10 @@ class VLLMDecoder:
             # CUDA graphs, as deployed
             "enforce_eager": self.flavour == "cpu",
         }
+
+    def _start(self, k: int, draft_mode: str) -> EngineProcess:
+        bundle = self.bundle
+        config = self.engine_config(k, draft_mode)
         threads = os.environ.get("MTP_HARNESS_ENGINE_THREADS", "1")
         env = {
             "OMP_NUM_THREADS": threads,  # the engine shares the machine with the harness and other engines

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 
@@ -79,3 +80,15 @@ def test_the_largest_groups_reproducer_fails_on_the_mutant_and_passes_on_the_cor
             [sys.executable, script, "--decoder", "mtp"], capture_output=True, text=True, timeout=300, env=ONE_THREAD
         )
         assert on_correct.returncode == 0, f"mutant:{mutant}: {on_correct.stdout}{on_correct.stderr[-2000:]}"
+
+
+def test_the_largest_groups_rerun_command_fails_on_the_mutant_and_passes_on_the_correct_decoder(triaged):
+    mutant, _, results = triaged
+    command = shlex.split(results["groups"][0]["rerun"])
+    assert command[0] == "python" and f"--decoder=mutant:{mutant}" in command
+    command[0] = sys.executable
+    on_mutant = subprocess.run(command, capture_output=True, text=True, timeout=300, env=ONE_THREAD)
+    assert on_mutant.returncode == 1, on_mutant.stdout[-2000:]
+    correct = [("--decoder=mtp" if argument.startswith("--decoder=") else argument) for argument in command]
+    on_correct = subprocess.run(correct, capture_output=True, text=True, timeout=300, env=ONE_THREAD)
+    assert on_correct.returncode == 0, f"mutant:{mutant}: {on_correct.stdout[-2000:]}"

@@ -425,6 +425,8 @@ def with_a_minimal_case(results: dict) -> dict:
     groups = failure_groups(results["cases"], results["run"])
     greedy = next(group for group in groups if group["suite"] == "greedy")
     greedy["reproducer"] = "repro-group-1.py"
+    greedy["reproducer_command"] = "python repro-group-1.py"
+    greedy["reproducer_about"] = "prints expected against actual tokens <and exits 1>"
     greedy["minimal"] = {
         "original": {"prompt_ids": [1, 2, 3], "max_new_tokens": 24, "num_draft_tokens": 2, "forced_positions": [1]},
         "minimal": {"prompt_ids": [3], "max_new_tokens": 3, "num_draft_tokens": 1, "forced_positions": [1]},
@@ -453,6 +455,7 @@ def test_the_report_opens_with_failure_groups_and_draws_the_minimal_case(tmp_pat
     groups = page.split('id="groups"')[1].split("</section>")[0]
     assert "batch of 1, k = 1, 1 forced draft(s) at 1, 3 new token(s), a 1-token prompt" in groups
     assert '<svg class="chart timeline"' in groups and "python repro-group-1.py" in groups
+    assert "tokens &lt;and exits 1&gt;" in groups, "the reproducer's description is escaped"
     assert SCRIPT_TOKEN not in page and "&lt;script&gt;" in groups, "token text in the timeline is escaped"
 
 
