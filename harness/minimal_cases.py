@@ -179,16 +179,39 @@ def minimal_cases(
         if left <= 0:
             break
         found[group["group"]] = minimal_case(oracle_for(kind), case, left / (len(shrinkable) - done))
-    mark_shared_minimal_cases(found)
+    mark_shared_causes(groups, found)
     return found
 
 
-def mark_shared_minimal_cases(found: dict[int, dict[str, Any]]) -> None:
-    """Groups (told apart by the test that saw them) whose minimal cases coincide share one cause: each later
-    one names the first (`same_as_group`)."""
-    first_with: dict[str, int] = {}
-    for number in sorted(found):
-        if found[number].get("reproduced"):
-            key = repr(found[number]["minimal"])
-            found[number]["same_as_group"] = first_with.get(key)
-            first_with.setdefault(key, number)
+def minimal_size(minimal: dict[str, Any]) -> tuple[int, ...]:
+    case = minimal["minimal"]
+    return (
+        case["num_draft_tokens"],
+        len(case["forced_positions"]),
+        case["max_new_tokens"],
+        len(case["prompt_ids"]),
+    )
+
+
+def mark_shared_causes(groups: list[dict[str, Any]], found: dict[int, dict[str, Any]]) -> None:
+    """Groups are told apart by the test that saw them; two reproduced groups share one cause when their
+    minimal cases coincide, or when the same suite fails them the same way (the cause in words: where the
+    first divergence sits, which invariant broke where). Each names the group of its cause with the smallest
+    minimal case (`same_as_group`; None for that group itself)."""
+    reproduced = [g for g in groups if found.get(g["group"], {}).get("reproduced")]
+    parent = {g["group"]: g["group"] for g in reproduced}
+
+    def root(number: int) -> int:
+        while parent[number] != number:
+            number = parent[number]
+        return number
+
+    for key in (lambda g: (g["suite"], g.get("cause")), lambda g: repr(found[g["group"]]["minimal"])):
+        first_with: dict[Any, int] = {}
+        for group in reproduced:
+            other = first_with.setdefault(key(group), group["group"])
+            parent[root(group["group"])] = root(other)
+    for number in parent:
+        members = [m for m in parent if root(m) == root(number)]
+        representative = min(members, key=lambda m: (minimal_size(found[m]), m))
+        found[number]["same_as_group"] = None if number == representative else representative

@@ -172,7 +172,10 @@ def _group_view(group: dict) -> dict[str, Any]:
         f"{minimal['elapsed_s']} s{'' if minimal['finished'] else ', stopped by the time budget'})."
     )
     if minimal.get("same_as_group"):
-        text += f" The same minimal case as group {minimal['same_as_group']}: one cause, seen by another test."
+        text += (
+            f" The same cause as group {minimal['same_as_group']} (the same failure in words, or the same minimal "
+            "case), seen by another test."
+        )
     timeline = timeline_svg(
         minimal["reference_tokens"], minimal["actual_tokens"], minimal["passes"], forced, minimal["divergence_index"]
     )

@@ -23,6 +23,8 @@ FAILING = ("failed", "error")
 NUMBER = re.compile(r"-?\d+(\.\d+)?(e-?\d+)?")
 BRACKETED = re.compile(r"\[[^\[\]]*\]|\([^()]*\)|\{[^{}]*\}")
 QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
+ERROR_LINE = re.compile(r"^E\s+")  # pytest's lines of the failing assertion or exception
+HEX = re.compile(r"0x[0-9a-fA-F]+")
 EXCEPTION_LINE = re.compile(r"^E\s+(\w+(?:Error|Exception|Exit)\b)", re.MULTILINE)
 MESSAGE_WORDS = 90  # characters of a normalised message kept in a signature
 
@@ -95,9 +97,12 @@ def excess_place(sampling: dict[str, Any]) -> str:
 
 
 def normalised_message(message: str) -> str:
-    """The first meaningful line of a failure message with what varies between cases blanked out."""
-    line = next((line.strip() for line in message.splitlines() if line.strip()), "")
+    """The first meaningful line of a failure message (pytest's first `E` line when the message is a
+    traceback: the lines above it show the test's arguments) with what varies between cases blanked out."""
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    line = next((ERROR_LINE.sub("", line) for line in lines if ERROR_LINE.match(line)), lines[0] if lines else "")
     line = re.sub(r"^prompt [\w-]+[:,]\s*", "", line)
+    line = HEX.sub("0x…", line)
     line = QUOTED.sub("'…'", line)
     for _ in range(3):  # nested lists
         line = BRACKETED.sub("[…]", line)
@@ -177,6 +182,7 @@ def failure_groups(cases: Iterable[dict[str, Any]], run: dict[str, Any]) -> list
                 "group": number,
                 "signature": describe(key),
                 "suite": key[0],
+                "cause": key[2],
                 "count": len(members),
                 "smallest": smallest["nodeid"],
                 "cases": sorted(case["nodeid"] for case in members),

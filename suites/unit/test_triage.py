@@ -121,3 +121,37 @@ def test_a_sampling_signature_says_which_statistic_rejected_and_where_the_excess
     tail_lost[0]["observed"], tail_lost[2]["observed"] = 520, 30
     assert signature(sampling_case(tail_lost))[2].endswith("the pooled tail under-represented")
     assert signature(sampling_case(histogram=[30, 20, 10, 10, 5, 5]))[2].endswith("PIT mass toward low u")
+
+
+def test_groups_failing_the_same_way_in_different_tests_share_one_cause():
+    from harness.minimal_cases import mark_shared_causes
+
+    def shrunk(k, new_tokens, prompt):
+        case = {"num_draft_tokens": k, "forced_positions": [], "max_new_tokens": new_tokens, "prompt_ids": prompt}
+        return {"reproduced": True, "minimal": case}
+
+    groups = [
+        {"group": 1, "suite": "greedy", "cause": "greedy divergence past the expected end"},
+        {"group": 2, "suite": "greedy", "cause": "greedy divergence past the expected end"},
+        {"group": 3, "suite": "greedy", "cause": "greedy divergence at an accepted draft"},
+        {"group": 4, "suite": "greedy", "cause": "greedy divergence at the bonus token"},
+        {"group": 5, "suite": "greedy", "cause": "greedy divergence at the bonus token"},
+    ]
+    found = {
+        1: shrunk(1, 24, [5] * 50),
+        2: shrunk(1, 6, [5] * 7),  # smaller: the cause's representative
+        3: shrunk(2, 3, [9]),
+        4: shrunk(2, 3, [9]),  # the same minimal case as group 3, another cause in words
+        5: {"reproduced": False},
+    }
+    mark_shared_causes(groups, found)
+    assert [found[n].get("same_as_group") for n in (1, 2, 3, 4)] == [2, None, None, 3]
+    assert "same_as_group" not in found[5], "a group not reproduced alone is not merged"
+
+
+def test_a_traceback_message_is_grouped_by_its_error_line_not_the_arguments_above_it():
+    from harness.triage import normalised_message
+
+    first = "\ndecoder = <harness.mtp_decoder.MTPDecoder object at 0x7fb82b1fb1d0>\nk = 1\n\nE       AssertionError: 83 of 438 passes wrong\nE       assert not [(11, (878,))]\n"
+    second = first.replace("0x7fb82b1fb1d0", "0x7fdea01").replace("83 of 438", "183 of 429")
+    assert normalised_message(first) == normalised_message(second) == "AssertionError: N of N passes wrong"
