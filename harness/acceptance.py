@@ -19,6 +19,7 @@ from p with x removed, renormalised.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Protocol
 
 import torch
@@ -30,6 +31,17 @@ class AcceptanceRule(Protocol):
     def __call__(
         self, p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, uniforms: torch.Tensor | None
     ) -> tuple[torch.Tensor, torch.Tensor]: ...
+
+
+@dataclass(frozen=True)
+class PassPlace:
+    """Where a verification pass sits, per row [B]: the sequence index of its first new token (the prompt
+    included: KV block boundaries are multiples of the block size there) and the tokens it may still emit
+    before max_new_tokens. The correct rules ignore it; a rule with `positioned = True` is handed it (the
+    mutants whose error depends on the position: harness/mutants.py)."""
+
+    first_index: torch.Tensor
+    remaining: torch.Tensor
 
 
 def accepted_prefix(accepts: torch.Tensor) -> torch.Tensor:

@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 import torch
 from transformers import DynamicCache
 
-from harness.acceptance import AcceptanceRule, greedy_accept, speculative_accept
+from harness.acceptance import AcceptanceRule, PassPlace, greedy_accept, speculative_accept
 from harness.api import DecodeRequest, DecodeResult, PassObserver, PassSnapshot, SamplingConfig
 from harness.batch import BatchState, StopRule, decode_in_groups, prefill_inputs, stop_at_first_eos
 from harness.forward import target_pass
@@ -184,9 +184,16 @@ class _Batch:
         self, rows: torch.Tensor, p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
         if self.sampling.is_greedy:
-            return self.decoder.greedy_rule(p, q, drafts, None)
-        drawn = uniforms([self.verify_generators[r] for r in rows.tolist()], drafts.shape[1] + 1, p.dtype)
-        return self.decoder.sampling_rule(p, q, drafts, drawn.to(p.device))
+            rule, drawn = self.decoder.greedy_rule, None
+        else:
+            rule = self.decoder.sampling_rule
+            drawn = uniforms([self.verify_generators[r] for r in rows.tolist()], drafts.shape[1] + 1, p.dtype)
+            drawn = drawn.to(p.device)
+        if getattr(rule, "positioned", False):
+            state = self.state
+            place = PassPlace(state.lengths[rows], (state.max_new_tokens - state.generated_counts)[rows])
+            return rule(p, q, drafts, drawn, place=place)
+        return rule(p, q, drafts, drawn)
 
     def choose(self, step: int, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Draft for step `step` of every row from the depth's logits [B, V]: forced, argmax or sampled from q."""

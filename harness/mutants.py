@@ -10,13 +10,14 @@ from collections.abc import Callable
 
 import torch
 
-from harness.acceptance import accepted_prefix, greedy_accept, residual, speculative_accept
+from harness.acceptance import PassPlace, accepted_prefix, greedy_accept, residual, speculative_accept
 from harness.api import Decoder, SamplingConfig
 from harness.batch import BatchState, stop_at_first_eos
 from harness.models import ModelBundle
 from harness.mtp_decoder import CacheManager, MTPDecoder
 from harness.proposer import MTPProposer
 from harness.sampling import process_logits, sample_from
+from harness.sampling_cases import KV_BLOCK
 from harness.slots import RaggedBuffer, SlotCache
 
 MUTANT_PREFIX = "mutant:"
@@ -169,6 +170,78 @@ def drop_the_bonus(
 def no_bonus(bundle: ModelBundle) -> MTPDecoder:
     """Bug class 11, control: no bonus token after k accepted drafts; slower, still exact (see drop_the_bonus)."""
     return MTPDecoder(bundle, sampling_rule=drop_the_bonus)
+
+
+# --- position-confined mutants: wrong at a few output positions only (the last token, a KV block start) ---------
+def commit_unverified_drafts_when_truncated(rule: Callable) -> Callable:
+    """A pass that max_new_tokens will cut keeps its first `remaining` drafts without verifying them
+    ("truncation discards the rest anyway"): the last tokens of a length-capped output come from the draft law."""
+
+    def truncated(p, q, drafts, uniforms, place: PassPlace):  # noqa: ANN001
+        accepted, next_token = rule(p, q, drafts, uniforms)
+        k = drafts.shape[1]
+        cut = place.remaining < k + 1
+        return torch.where(cut, torch.full_like(accepted, k), accepted), next_token
+
+    truncated.positioned = True
+    return truncated
+
+
+@mutant("truncation-commits-unverified-drafts", "sampling")
+def truncation_commits_unverified_drafts(bundle: ModelBundle) -> MTPDecoder:
+    """Bug class 13 meeting class 1: truncation at max_new_tokens emits unverified drafts (token accounting for
+    the last block): the pass that reaches the length limit keeps its
+    drafts without verification (see commit_unverified_drafts_when_truncated); wrong only at the last k
+    output positions of a length-capped output."""
+    return MTPDecoder(
+        bundle,
+        greedy_rule=commit_unverified_drafts_when_truncated(greedy_accept),
+        sampling_rule=commit_unverified_drafts_when_truncated(speculative_accept),
+    )
+
+
+def residual_from_p_at_block_starts(p, q, drafts, uniforms, place: PassPlace):  # noqa: ANN001, ANN201
+    """speculative_accept, except that a correction token falling on the first index of a KV block is drawn
+    from p instead of norm(max(p - q, 0)) (a rejection handled by a second code path at a block boundary)."""
+    accepted, next_token = speculative_accept(p, q, drafts, uniforms)
+    k = drafts.shape[1]
+    at_block_start = ((place.first_index + accepted) % KV_BLOCK == 0) & (accepted < k)
+    rows = torch.arange(drafts.shape[0], device=p.device)
+    from_p = sample_from(p[rows, accepted], uniforms[:, k])
+    return accepted, torch.where(at_block_start, from_p, next_token)
+
+
+residual_from_p_at_block_starts.positioned = True
+
+
+@mutant("block-start-residual-from-p", "sampling")
+def block_start_residual_from_p(bundle: ModelBundle) -> MTPDecoder:
+    """Bug class 7 confined to KV block boundaries: a correction at the first index of a block of 16 is
+    drawn from p, not from the residual (see residual_from_p_at_block_starts)."""
+    return MTPDecoder(bundle, sampling_rule=residual_from_p_at_block_starts)
+
+
+def truncated_run_ends_in_a_correction(p, q, drafts, uniforms, place: PassPlace):  # noqa: ANN001, ANN201
+    """speculative_accept, except that when max_new_tokens cuts a pass inside its accepted drafts, the cut is
+    handled as a rejection there: the last kept token is redrawn from norm(max(p - q, 0)) at its position
+    instead of keeping the accepted draft."""
+    accepted, next_token = speculative_accept(p, q, drafts, uniforms)
+    cut_inside = place.remaining <= accepted
+    last = (place.remaining - 1).clamp(min=0, max=drafts.shape[1] - 1)
+    rows = torch.arange(drafts.shape[0], device=p.device)
+    redrawn = sample_from(residual(p[rows, last], q[rows, last]), uniforms[:, drafts.shape[1]])
+    return torch.where(cut_inside, last, accepted), torch.where(cut_inside, redrawn, next_token)
+
+
+truncated_run_ends_in_a_correction.positioned = True
+
+
+@mutant("truncated-run-ends-in-a-correction", "sampling")
+def truncated_run_ends_in_a_correction_mutant(bundle: ModelBundle) -> MTPDecoder:
+    """Bug class 13 meeting class 7: a pass cut by max_new_tokens inside its accepted drafts ends in a residual
+    draw (the cut treated as a rejection; see truncated_run_ends_in_a_correction): wrong at the last output
+    position only."""
+    return MTPDecoder(bundle, sampling_rule=truncated_run_ends_in_a_correction)
 
 
 # --- draft-law mutants ----------------------------------------------------------------------------------------

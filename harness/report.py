@@ -30,7 +30,7 @@ OUTCOMES = ("passed", "failed", "error", "skipped", "xfailed", "near-tie")
 FAILING = frozenset({"failed", "error"})
 TOKEN_WINDOW = 12  # tokens shown either side of the first divergent index
 CHART_CELLS = 12  # law charts show the cells with the largest expected counts
-TEST_ORDER = ("chi-square", "G", "KS", "binned chi-square")
+TEST_ORDER = ("chi-square", "G", "KS", "binned chi-square", "log-likelihood")
 VISIBLE_WHITESPACE = {" ": "␣", "\n": "↵", "\t": "⇥", "\r": "␍"}
 MISSING = "—"
 
@@ -370,6 +370,7 @@ def _sampling_table(cases: list[dict]) -> Markup:
 def _sampling_chart(case: dict) -> dict[str, Any]:
     s = case["sampling"]
     view = {"case": case, "anchor": case["anchor"], "rejected": s["rejected"], "svg": None, "note": ""}
+    view |= {"positions_svg": None, "positions_note": ""}
     if s["kind"] == "law" and s["cells_table"]:
         cells = sorted(s["cells_table"], key=lambda c: (-c["expected"], c["label"]))[:CHART_CELLS]
         title = f"{s['case_id']}: observed vs expected counts"
@@ -380,7 +381,14 @@ def _sampling_chart(case: dict) -> dict[str, Any]:
             )
         )
         view["note"] = f"{len(cells)} largest of {len(s['cells_table'])} pooled cells by expected count, N = {s['n']}"
-    elif s["kind"] == "pit" and s["pit_histogram"]:
+    if s["kind"] == "pit" and s.get("positions"):
+        view["positions_svg"] = Markup(_positions_chart(s))
+        view["positions_note"] = (
+            "-log10 of the smaller Holm-adjusted p-value (KS of u, log-likelihood Z) at each output position; "
+            f"bars above the line reject at family-wise alpha {s['family_alpha']:g}. "
+            f"{s.get('truncated_runs', 0)} sequences end in an accepted run cut by max_new_tokens."
+        )
+    if s["kind"] == "pit" and s["pit_histogram"]:
         bins = len(s["pit_histogram"])
         labels = [f"{i / bins:.2f}" for i in range(bins)]
         expected = sum(s["pit_histogram"]) / bins
@@ -392,6 +400,22 @@ def _sampling_chart(case: dict) -> dict[str, Any]:
         )
         view["note"] = f"{bins} bins over [0, 1]; the dashed line is the uniform expectation N / {bins}"
     return view
+
+
+def _positions_chart(s: dict) -> str:
+    """One bar per output position of a PIT case: -log10 of its smaller Holm-adjusted p-value."""
+    import math
+
+    def height(p: float) -> float:
+        return -math.log10(max(p, 1e-300))
+
+    positions = s["positions"]
+    labels = [f"{at['position']}{' ' + at['what'] if at['what'] else ''}" for at in positions]
+    values = [height(min(at["ks_holm"], at["z_holm"])) for at in positions]
+    title = f"{s['case_id']}: per-position evidence against the target law"
+    return svg_charts.histogram(
+        values, title=title, bin_labels=labels, expected=height(s["family_alpha"]), expected_label="reject above"
+    )
 
 
 # ---- invariants, acceptance, mutants ---------------------------------------------------------------------

@@ -1,26 +1,39 @@
 """The sampling suite's case grid and how one case is run: samples from the decoder under test, tallied
-against the exact target law (first L tokens), or turned into PIT values over whole sequences."""
+against the exact target law (first L tokens), or tested as whole sequences against the target's
+conditionals (harness/sequence_stats.py): the probability-ordered PIT and the log-likelihood, pooled and at
+each of the PIT_LENGTH output positions, so a bias confined to one position (the last token, the token
+after a KV block boundary, the token a max_new_tokens truncation emits) is not diluted by the others."""
 
 from __future__ import annotations
 
 import zlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
-from harness.api import Decoder, DecodeRequest, SamplingConfig
+from harness.api import Decoder, DecodeRequest, DecodeResult, SamplingConfig
 from harness.models import ModelBundle
 from harness.sampling import process_logits
-from harness.stats import GoodnessOfFit, Uniformity, goodness_of_fit, randomized_pit, uniformity
+from harness.sequence_stats import (
+    SADDLE_GRID,
+    PositionTests,
+    cumulants,
+    log_likelihood_terms,
+    position_tests,
+    probability_ordered_pit,
+)
+from harness.stats import GoodnessOfFit, Uniformity, goodness_of_fit, uniformity
+from harness.target_decoder import TargetOnlyDecoder
 from harness.target_law import OTHER, TargetLaw, target_law
 from harness.teacher_forcing import target_forward
 
 LAW_LENGTH = 2  # tokens whose joint law is enumerated
-PIT_LENGTH = 48  # tokens per sequence for the whole-sequence (PIT) cases
-PIT_SEQUENCES = 160
+PIT_LENGTH = 48  # tokens per sequence for the whole-sequence (PIT) cases: crosses two KV blocks of 16
+KV_BLOCK = 16  # vLLM pages its KV cache in blocks of 16 tokens: the report marks the positions that start one
 PRUNE_MASS = 1e-4
+CHUNK = 128  # sequences per target forward when scoring whole sequences
 
 
 @dataclass(frozen=True)
@@ -88,7 +101,14 @@ def case_grid() -> list[SamplingCase]:
 
 
 def p_values_per_case(case: SamplingCase) -> int:
-    return 2  # chi-square + G for law cases; KS + binned chi-square for PIT cases
+    """Law cases: chi-square and G. PIT cases: pooled KS, binned chi-square and log-likelihood, then KS and
+    log-likelihood at each output position."""
+    return 2 if case.kind == "law" else 3 + 2 * PIT_LENGTH
+
+
+def family_size(cases: Sequence[SamplingCase]) -> int:
+    """m: the number of p-values the cases put in the Holm family."""
+    return sum(p_values_per_case(case) for case in cases)
 
 
 @dataclass(frozen=True)
@@ -101,7 +121,32 @@ class LawOutcome:
 @dataclass(frozen=True)
 class PitOutcome:
     case: SamplingCase
-    test: Uniformity
+    test: Uniformity  # pooled probability-ordered PIT: KS and binned chi-square
+    pooled: PositionTests  # pooled log-likelihood (and KS, the same as test's)
+    positions: tuple[PositionTests, ...]  # output positions 0 .. PIT_LENGTH - 1
+    prompt_length: int
+    truncated: int  # sequences whose last pass was cut by max_new_tokens (an accepted run truncated)
+
+    def p_values(self) -> tuple[float, ...]:
+        """In the order of pit_test_names()."""
+        return (
+            self.test.ks_p,
+            self.test.chi2_p,
+            self.pooled.z_p,
+            *(position.ks_p for position in self.positions),
+            *(position.z_p for position in self.positions),
+        )
+
+
+def pit_test_names() -> tuple[str, ...]:
+    positions = range(PIT_LENGTH)
+    return (
+        "KS",
+        "binned chi-square",
+        "log-likelihood",
+        *(f"KS at {t}" for t in positions),
+        *(f"log-likelihood at {t}" for t in positions),
+    )
 
 
 _LAWS: dict[tuple, TargetLaw] = {}
@@ -149,7 +194,7 @@ def run_pit_case(
     bundle: ModelBundle,
     prompt_ids: tuple[int, ...],
     case: SamplingCase,
-    sequences: int = PIT_SEQUENCES,
+    sequences: int,
 ) -> PitOutcome:
     requests = [
         DecodeRequest(
@@ -164,32 +209,92 @@ def run_pit_case(
         for i in range(sequences)
     ]
     results = decoder.decode(requests)
+    continuations = [result.token_ids for result in results]
+    terms = sequence_terms(bundle, prompt_ids, continuations, case.sampling, case.seed)
+    u, centred, variance = terms.u, terms.centred, terms.variance
+    present = ~np.isnan(u)
+    pooled_u = u[present]
+    positions = tuple(
+        position_tests(u[present[:, t], t], centred[present[:, t], t], variance[present[:, t], t], terms.tables[t])
+        for t in range(PIT_LENGTH)
+    )
+    truncated = sum(1 for result in results if len(result.token_ids) == PIT_LENGTH and cut_by_the_length(result))
     return PitOutcome(
-        case, uniformity(pit_values(bundle, prompt_ids, [r.token_ids for r in results], case.sampling, case.seed))
+        case,
+        uniformity(pooled_u),
+        position_tests(pooled_u, centred[present], variance[present], terms.tables.sum(0)),
+        positions,
+        len(prompt_ids),
+        truncated,
     )
 
 
-def pit_values(
-    bundle: ModelBundle,
-    prompt_ids: tuple[int, ...],
-    continuations: Sequence[tuple[int, ...]],
-    sampling: SamplingConfig,
-    seed: int,
-) -> np.ndarray:
-    """Randomized PIT of every generated token under the target's processed conditional (one batched forward)."""
-    generator = torch.Generator().manual_seed(seed)
-    values = []
-    width = max(len(c) for c in continuations)
+def cut_by_the_length(result: DecodeResult) -> bool:
+    """The last pass emitted fewer tokens than it verified (accepted drafts + 1): max_new_tokens cut it."""
+    return bool(result.steps) and len(result.steps[-1].emitted) < result.steps[-1].accepted + 1
+
+
+def processed_conditionals(
+    bundle: ModelBundle, prompt_ids: tuple[int, ...], continuations: Sequence[Sequence[int]], sampling: SamplingConfig
+) -> torch.Tensor:
+    """The target's processed conditional (temperature, top-k, top-p) before each generated token, float64
+    [n, PIT_LENGTH, V]; rows past a continuation's end are padding (never read)."""
+    width = PIT_LENGTH
     padded = [list(prompt_ids) + list(c) + [0] * (width - len(c)) for c in continuations]
     with torch.no_grad():
         _, logits = target_forward(bundle.target, torch.tensor(padded, device=bundle.device))
     start = len(prompt_ids) - 1
-    probs = process_logits(logits[:, start : start + width], sampling).double().cpu()
-    cdf = probs.cumsum(-1)
-    for row, continuation in enumerate(continuations):
-        tokens = torch.tensor(continuation, dtype=torch.long)
-        p = probs[row, : len(continuation)].gather(-1, tokens[:, None]).squeeze(-1)
-        before = cdf[row, : len(continuation)].gather(-1, tokens[:, None]).squeeze(-1) - p
-        v = torch.rand(len(continuation), generator=generator, dtype=torch.float64)
-        values.append(randomized_pit(before.numpy(), p.numpy(), v.numpy()))
-    return np.clip(np.concatenate(values), 0.0, 1.0)
+    return process_logits(logits[:, start : start + width], sampling).double().cpu()
+
+
+@dataclass(frozen=True)
+class SequenceTerms:
+    """Per sequence i and output position t (NaN after a sequence's end): the probability-ordered randomized
+    PIT u, the centred log-likelihood X = l - mu and its conditional variance s2; per position, the cumulant
+    table of X summed over the sequences that reach it [PIT_LENGTH, G, 3] (harness/sequence_stats.py)."""
+
+    u: np.ndarray
+    centred: np.ndarray
+    variance: np.ndarray
+    tables: np.ndarray
+
+
+def sequence_terms(
+    bundle: ModelBundle,
+    prompt_ids: tuple[int, ...],
+    continuations: Sequence[Sequence[int]],
+    sampling: SamplingConfig,
+    seed: int,
+) -> SequenceTerms:
+    """The terms of the whole-sequence statistics; the PIT's uniforms come from a generator seeded `seed`."""
+    generator = torch.Generator().manual_seed(seed)
+    shape = (len(continuations), PIT_LENGTH)
+    u, centred, variance = np.full(shape, np.nan), np.full(shape, np.nan), np.full(shape, np.nan)
+    tables = torch.zeros(PIT_LENGTH, len(SADDLE_GRID), 3, dtype=torch.float64)
+    for start in range(0, len(continuations), CHUNK):
+        chunk = continuations[start : start + CHUNK]
+        probs = processed_conditionals(bundle, prompt_ids, chunk, sampling)
+        tokens = torch.tensor([list(c) + [0] * (PIT_LENGTH - len(c)) for c in chunk], dtype=torch.long)
+        uniforms = torch.rand(tokens.shape, generator=generator, dtype=torch.float64)
+        chunk_u = probability_ordered_pit(probs, tokens, uniforms).numpy()
+        chunk_centred, chunk_variance = (t.numpy() for t in log_likelihood_terms(probs, tokens))
+        present = torch.tensor([[t < len(c) for t in range(PIT_LENGTH)] for c in chunk])
+        tables += (cumulants(probs) * present[..., None, None]).sum(0)
+        for row, continuation in enumerate(chunk):
+            length = len(continuation)
+            u[start + row, :length] = chunk_u[row, :length]
+            centred[start + row, :length] = chunk_centred[row, :length]
+            variance[start + row, :length] = chunk_variance[row, :length]
+    return SequenceTerms(u, centred, variance, tables.numpy())
+
+
+def target_conditionals(
+    bundle: ModelBundle, prompt_ids: tuple[int, ...], sampling: SamplingConfig, n: int, seed: int
+) -> Iterator[torch.Tensor]:
+    """The target's processed conditionals along n continuations sampled from the target itself (requests
+    seeded seed + i, no EOS: the contexts a PIT case sees on a correct decoder), CHUNK continuations at a
+    time: [c, PIT_LENGTH, V] float64."""
+    requests = [DecodeRequest(prompt_ids, PIT_LENGTH, sampling=sampling, seed=seed + i) for i in range(n)]
+    continuations = [result.token_ids for result in TargetOnlyDecoder(bundle).decode(requests)]
+    for start in range(0, n, CHUNK):
+        yield processed_conditionals(bundle, prompt_ids, continuations[start : start + CHUNK], sampling)

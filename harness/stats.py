@@ -1,5 +1,5 @@
 """Hypothesis tests for sampling suites: sample sizes from a power target, chi-square and G tests with
-Cochran pooling, KL and total variation, Holm correction, and the randomized probability integral transform.
+Cochran pooling, KL and total variation, Holm correction, and uniformity tests of probability integral transforms.
 
 Notation: N samples, m p-values in the family, alpha the family-wise error rate, beta = 1 - power.
 """
@@ -25,6 +25,17 @@ def sample_size(tv_shift: float, alpha: float, power: float = POWER) -> int:
     N = ceil((z_{1-alpha} + z_{power})^2 / (4 delta^2))   (binomial event, worst case p = 1/2)."""
     z = stats.norm.ppf(1 - alpha) + stats.norm.ppf(power)
     return math.ceil(z * z / (4 * tv_shift * tv_shift))
+
+
+def ks_sample_size(tv_shift: float, alpha: float, power: float = POWER) -> int:
+    """N for a Kolmogorov-Smirnov test of u ~ U(0, 1) at level alpha to detect, with the given power, a law of
+    u whose CDF departs from the uniform's by tv_shift somewhere (a TV shift of the token law moved in one
+    direction of the probability order opens a gap of exactly that size):
+        critical gap  c = sqrt(ln(2 / alpha) / (2 N))            (Dvoretzky-Kiefer-Wolfowitz, Massart)
+        the gap's sampling sd <= 1 / (2 sqrt(N))
+        N = ceil(((sqrt(ln(2 / alpha) / 2) + z_power / 2) / tv_shift)^2)."""
+    root_n = (math.sqrt(math.log(2 / alpha) / 2) + stats.norm.ppf(power) / 2) / tv_shift
+    return math.ceil(root_n * root_n)
 
 
 def min_detectable_tv(n: int, df: int, alpha: float, power: float = POWER) -> float:
@@ -120,12 +131,6 @@ def holm(p_values: Sequence[float]) -> list[float]:
         running = max(running, min(1.0, (m - rank) * p_values[index]))
         adjusted[index] = running
     return adjusted
-
-
-def randomized_pit(cdf_before: np.ndarray, probability: np.ndarray, uniforms: np.ndarray) -> np.ndarray:
-    """u = F(x - 1 | context) + V p(x | context), V ~ U(0, 1): i.i.d. U(0, 1) across tokens when every token
-    was drawn from its context's distribution (Dunn & Smyth 1996)."""
-    return cdf_before + uniforms * probability
 
 
 @dataclass(frozen=True)

@@ -88,6 +88,14 @@ def excess_place(sampling: dict[str, Any]) -> str:
         else:
             cell = "a less likely continuation"
         return f"; {cell} {'over' if residual[worst] > 0 else 'under'}-represented"
+    positions = sampling.get("positions") or []
+    alpha = sampling.get("family_alpha", 0.0)
+    rejected_at = [at for at in positions if min(at["ks_holm"], at["z_holm"]) <= alpha]
+    if rejected_at:
+        worst = min(rejected_at, key=lambda at: min(at["ks_holm"], at["z_holm"]))
+        what = f" ({worst['what']})" if worst["what"] else ""
+        side = "more likely" if worst["z"] > 0 else "less likely"
+        return f"; at output position {worst['position']}{what}: u {worst['u_moved']}, {side} tokens over-drawn"
     histogram = sampling.get("pit_histogram") or []
     if len(histogram) >= 2:
         half = len(histogram) // 2
@@ -127,6 +135,11 @@ def signature(case: dict[str, Any]) -> tuple[str, ...]:
     if sampling and sampling.get("rejected"):
         alpha = sampling.get("family_alpha", 0.0)
         tests = [p["test"] for p in sampling.get("p_values", []) if p["holm"] <= alpha]
+        tests += [
+            name
+            for name, key in (("KS at one position", "ks_holm"), ("log-likelihood at one position", "z_holm"))
+            if any(at[key] <= alpha for at in sampling.get("positions") or [])
+        ]
         return (*where, f"sampling law rejected by {', '.join(tests) or 'the family'}{excess_place(sampling)}")
     return (*where, normalised_message(message))
 

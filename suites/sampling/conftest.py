@@ -13,15 +13,18 @@ import pytest
 from harness.api import cannot_serve
 from harness.budget import BUDGETS
 from harness.sampling_cases import (
+    KV_BLOCK,
+    PIT_LENGTH,
     LawOutcome,
     PitOutcome,
     SamplingCase,
     case_grid,
     p_values_per_case,
+    pit_test_names,
     run_law_case,
     run_pit_case,
 )
-from harness.stats import FAMILY_ALPHA, POWER, holm, min_detectable_tv, sample_size
+from harness.stats import FAMILY_ALPHA, POWER, holm, ks_sample_size, min_detectable_tv, sample_size
 from harness.target_law import OTHER
 
 CASES = {case.id: case for case in case_grid()}
@@ -31,8 +34,8 @@ CASES = {case.id: case for case in case_grid()}
 class FamilyResult:
     outcome: LawOutcome | PitOutcome
     n: int
-    raw: tuple[float, float]
-    adjusted: tuple[float, float]
+    raw: tuple[float, ...]  # the case's p-values (law: chi-square, G; PIT: pit_test_names())
+    adjusted: tuple[float, ...]
     alpha_per_test: float
     detectable_tv: float | None
     adjustment: str = "Holm"  # "Bonferroni" when decided early (a bound that implies the Holm rejection)
@@ -47,7 +50,10 @@ class SamplingFamily:
     def __init__(self, config, session, decoder, bundle, prompts):
         self.decoder, self.bundle = decoder, bundle
         self.prompts = {p.id: p for p in prompts}
-        self.tv = config.getoption("--sampling-tv") or BUDGETS[config.getoption("--harness-budget")].sampling_tv
+        budget = BUDGETS[config.getoption("--harness-budget")]
+        self.tv = config.getoption("--sampling-tv") or budget.sampling_tv
+        # the PIT cases' single-position shift, scaled with --sampling-tv like the law cases' shift
+        self.position_tv = budget.position_tv * self.tv / budget.sampling_tv
         # the family: the selected cases the decoder can serve (the others skip, naming what it cannot honour)
         self.selected = [
             item.callspec.params["case"]
@@ -67,6 +73,11 @@ class SamplingFamily:
         # N from the power target: detect a TV shift of self.tv at the worst Holm level alpha / m
         return sample_size(self.tv, FAMILY_ALPHA / max(self.m, 1))
 
+    @property
+    def pit_n(self) -> int:
+        # sequences per PIT case: one position's KS detects a shift of self.position_tv at alpha / m
+        return ks_sample_size(self.position_tv, FAMILY_ALPHA / max(self.m, 1))
+
     def outcome(self, case_id: str) -> LawOutcome | PitOutcome:
         """The case's samples and statistics; a decoder error is kept and re-raised for this case only."""
         if case_id not in self.outcomes:
@@ -76,7 +87,7 @@ class SamplingFamily:
                 if case.kind == "law":
                     self.outcomes[case_id] = run_law_case(self.decoder, self.bundle, prompt_ids, case, self.n)
                 else:
-                    self.outcomes[case_id] = run_pit_case(self.decoder, self.bundle, prompt_ids, case)
+                    self.outcomes[case_id] = run_pit_case(self.decoder, self.bundle, prompt_ids, case, self.pit_n)
             except Exception as error:  # the other cases of the family still run
                 self.outcomes[case_id] = error
         if isinstance(self.outcomes[case_id], Exception):
@@ -90,21 +101,25 @@ class SamplingFamily:
             with contextlib.suppress(Exception):
                 self.outcome(case_id)
         outcomes = self.outcomes
-        raw = {cid: _p_values(o) if not isinstance(o, Exception) else (1.0, 1.0) for cid, o in outcomes.items()}
+        raw = {
+            cid: _p_values(o) if not isinstance(o, Exception) else (1.0,) * p_values_per_case(CASES[cid])
+            for cid, o in outcomes.items()
+        }
         flat = [p for cid in self.selected for p in raw[cid]]
         adjusted = iter(holm(flat))
         results: dict[str, FamilyResult | Exception] = {}
         for cid in self.selected:
-            pair = (next(adjusted), next(adjusted))
+            own = tuple(next(adjusted) for _ in raw[cid])
             failed = isinstance(outcomes[cid], Exception)
-            results[cid] = outcomes[cid] if failed else self.family_result(outcomes[cid], raw[cid], pair)
+            results[cid] = outcomes[cid] if failed else self.family_result(outcomes[cid], raw[cid], own)
         return results
 
     def family_result(self, outcome, raw, adjusted, adjustment="Holm") -> FamilyResult:
         detectable = None
         if isinstance(outcome, LawOutcome):
             detectable = min_detectable_tv(outcome.fit.n, max(outcome.fit.df, 1), FAMILY_ALPHA / self.m, POWER)
-        return FamilyResult(outcome, self.n, raw, adjusted, FAMILY_ALPHA / self.m, detectable, adjustment)
+        n = self.n if isinstance(outcome, LawOutcome) else self.pit_n
+        return FamilyResult(outcome, n, raw, adjusted, FAMILY_ALPHA / self.m, detectable, adjustment)
 
     def result(self, case_id: str) -> FamilyResult:
         if self.results is None and self.decide_early:
@@ -120,10 +135,30 @@ class SamplingFamily:
         return result
 
 
-def _p_values(outcome: LawOutcome | PitOutcome) -> tuple[float, float]:
+def _p_values(outcome: LawOutcome | PitOutcome) -> tuple[float, ...]:
     if isinstance(outcome, LawOutcome):
         return outcome.fit.chi2_p, outcome.fit.g_p
-    return outcome.test.ks_p, outcome.test.chi2_p
+    return outcome.p_values()
+
+
+def position_note(outcome: PitOutcome, t: int) -> str:
+    """What output position t is: the first (the prefill's token), a KV block start, the last."""
+    notes = []
+    if t == 0:
+        notes.append("the first token")
+    if (outcome.prompt_length + t) % KV_BLOCK == 0:
+        notes.append(f"the first token of a KV block of {KV_BLOCK}")
+    if t == PIT_LENGTH - 1:
+        notes.append("the last token")
+    return f" ({', '.join(notes)})" if notes else ""
+
+
+def worst_positions(result: FamilyResult) -> tuple[int, int]:
+    """The output positions with the smallest KS and log-likelihood p-values."""
+    raw = result.raw
+    ks = min(range(PIT_LENGTH), key=lambda t: raw[3 + t])
+    ll = min(range(PIT_LENGTH), key=lambda t: raw[3 + PIT_LENGTH + t])
+    return ks, ll
 
 
 @pytest.fixture(scope="session")
@@ -142,11 +177,17 @@ def describe(result: FamilyResult) -> str:
             f"TV={fit.tv:.3g}, detectable TV at power {POWER}: {result.detectable_tv:.3g}; largest cell gap: "
             f"{fit.labels[worst]} observed {fit.observed[worst]} expected {fit.expected[worst]:.1f}"
         )
-    test = outcome.test
+    test, raw, adjusted, how = outcome.test, result.raw, result.adjusted, result.adjustment
+    ks, ll = worst_positions(result)
+    at_ks, at_ll = outcome.positions[ks], outcome.positions[ll]
     return (
-        f"{test.n} PIT values, KS={test.ks:.3g} p={result.raw[0]:.3g} ({result.adjustment} {result.adjusted[0]:.3g}), "
-        f"binned chi-square p={result.raw[1]:.3g} ({result.adjustment} {result.adjusted[1]:.3g}), "
-        f"histogram {list(test.histogram)}"
+        f"{result.n} sequences, {test.n} probability-ordered PIT values, KS={test.ks:.3g} p={raw[0]:.3g} ({how} "
+        f"{adjusted[0]:.3g}), binned chi-square p={raw[1]:.3g} ({how} {adjusted[1]:.3g}), log-likelihood "
+        f"Z={outcome.pooled.z:.3g} p={raw[2]:.3g} ({how} {adjusted[2]:.3g}); per position, smallest KS p at output "
+        f"position {ks}{position_note(outcome, ks)}: {raw[3 + ks]:.3g} ({how} {adjusted[3 + ks]:.3g}, u "
+        f"{at_ks.ks_direction}), smallest log-likelihood p at {ll}{position_note(outcome, ll)}: "
+        f"Z={at_ll.z:.3g} p={raw[3 + PIT_LENGTH + ll]:.3g} ({how} {adjusted[3 + PIT_LENGTH + ll]:.3g}); "
+        f"{outcome.truncated} sequences end in an accepted run cut by max_new_tokens; histogram {list(test.histogram)}"
     )
 
 
@@ -161,7 +202,7 @@ def sampling_record(result: FamilyResult, case_id: str, decode) -> dict:
     """The structured record of one case for the report (schema 1, `sampling`)."""
     outcome = result.outcome
     law = isinstance(outcome, LawOutcome)
-    tests = ("chi-square", "G") if law else ("KS", "binned chi-square")
+    tests = ("chi-square", "G") if law else pit_test_names()
     record = {
         "case_id": case_id,
         "kind": "law" if law else "pit",
@@ -174,7 +215,7 @@ def sampling_record(result: FamilyResult, case_id: str, decode) -> dict:
         "p_values": [
             {"test": test, "raw": raw, "holm": adjusted}
             for test, raw, adjusted in zip(tests, result.raw, result.adjusted, strict=True)
-        ],
+        ][: 2 if law else 3],  # a PIT case's per-position p-values are under "positions"
         "kl": outcome.fit.kl if law else None,
         "tv": outcome.fit.tv if law else None,
         "detectable_tv": result.detectable_tv,
@@ -182,6 +223,9 @@ def sampling_record(result: FamilyResult, case_id: str, decode) -> dict:
         "pit_histogram": None if law else list(outcome.test.histogram),
         "rejected": min(result.adjusted) <= FAMILY_ALPHA,
     }
+    if not law:
+        record["positions"] = position_records(result)
+        record["truncated_runs"] = outcome.truncated
     if law:
         fit = outcome.fit
         record["cells_table"] = [
@@ -189,6 +233,26 @@ def sampling_record(result: FamilyResult, case_id: str, decode) -> dict:
             for label, observed, expected in zip(fit.labels, fit.observed, fit.expected, strict=True)
         ]
     return record
+
+
+def position_records(result: FamilyResult) -> list[dict]:
+    """Per output position of a PIT case: KS and log-likelihood p-values (raw and adjusted), the side u moved
+    to, Z, and what the position is."""
+    outcome, raw, adjusted = result.outcome, result.raw, result.adjusted
+    return [
+        {
+            "position": t,
+            "what": position_note(outcome, t).strip(" ()"),
+            "n": at.n,
+            "ks_p": raw[3 + t],
+            "ks_holm": adjusted[3 + t],
+            "u_moved": at.ks_direction,
+            "z": at.z,
+            "z_p": raw[3 + PIT_LENGTH + t],
+            "z_holm": adjusted[3 + PIT_LENGTH + t],
+        }
+        for t, at in enumerate(outcome.positions)
+    ]
 
 
 def assert_case_passes(result: FamilyResult, record_property, case_id: str = "", decode=None) -> None:

@@ -6,11 +6,16 @@ from __future__ import annotations
 import pytest
 from test_greedy_suite_catches_mutants import GREEDY_MUTANTS
 from test_invariant_suite_catches_mutants import STATE_MUTANTS
+from test_position_mutants import CATCHING_CASE as POSITION_CATCHING_CASE
 from test_sampling_suite_catches_mutants import CATCHING_CASE
 
 from harness.mutants import EXPECTED_VERDICT, MUTANTS, TARGET_SUITE
 
-PROVEN = {"greedy": set(GREEDY_MUTANTS), "invariants": set(STATE_MUTANTS), "sampling": set(CATCHING_CASE)}
+PROVEN = {
+    "greedy": set(GREEDY_MUTANTS),
+    "invariants": set(STATE_MUTANTS),
+    "sampling": {*CATCHING_CASE, *POSITION_CATCHING_CASE},
+}
 
 
 def test_the_catalogue_has_at_least_fourteen_mutants_meant_to_be_caught():

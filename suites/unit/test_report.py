@@ -115,6 +115,21 @@ def pit_sampling() -> dict:
         "cells_table": [],
         "pit_histogram": [100 + (i % 3) for i in range(20)],
         "rejected": False,
+        "truncated_runs": 17,
+        "positions": [
+            {
+                "position": t,
+                "what": "the last token" if t == 47 else "",
+                "n": 2000,
+                "ks_p": 0.5,
+                "ks_holm": 1.0,
+                "u_moved": "toward 0",
+                "z": 0.3,
+                "z_p": 0.7,
+                "z_holm": 1e-5 if t == 47 else 1.0,  # 5 above the line of alpha 1e-3
+            }
+            for t in range(48)
+        ],
     }
 
 
@@ -359,10 +374,13 @@ def test_sampling_table_and_charts(page):
     assert '<table class="dataframe sampling">' in sampling
     assert "1.23e-09" in sampling and "1.48e-08" in sampling and "0.512" in sampling
     assert "REJECTED" in sampling and "consistent" in sampling
-    assert sampling.count('<svg class="chart"') == 2
+    assert sampling.count('<svg class="chart"') == 3
     assert "observed vs expected" in sampling
     assert "12 largest of 16 pooled cells" in sampling
     assert "randomized PIT histogram" in sampling and 'class="expected"' in sampling
+    positions = sampling.split("per-position evidence against the target law")[-1].split("</svg>")[0]
+    assert positions.count('class="bar"') == 48 and "47 the last token: 5.0" in positions
+    assert "17 sequences end in an accepted run cut by max_new_tokens" in sampling
 
 
 def test_invariants_acceptance_and_mutants_sections(page):

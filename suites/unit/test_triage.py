@@ -92,13 +92,14 @@ def test_a_crash_is_its_own_cause():
     assert signature(case) == ("greedy", "t.py::test_a", "raised RuntimeError")
 
 
-def sampling_case(cells=None, histogram=None):
+def sampling_case(cells=None, histogram=None, positions=None):
     sampling = {
         "rejected": True,
         "family_alpha": 0.01,
         "p_values": [{"test": "chi-square", "holm": 1e-6}, {"test": "G", "holm": 0.2}],
         "cells_table": cells or [],
         "pit_histogram": histogram,
+        "positions": positions,
     }
     return {
         "nodeid": "suites/sampling/t.py::test_law[c]",
@@ -121,6 +122,17 @@ def test_a_sampling_signature_says_which_statistic_rejected_and_where_the_excess
     tail_lost[0]["observed"], tail_lost[2]["observed"] = 520, 30
     assert signature(sampling_case(tail_lost))[2].endswith("the pooled tail under-represented")
     assert signature(sampling_case(histogram=[30, 20, 10, 10, 5, 5]))[2].endswith("PIT mass toward low u")
+
+
+def test_a_whole_sequence_rejection_names_its_position_and_direction():
+    def at(position, ks_holm, z_holm, z, what=""):
+        return {"position": position, "what": what, "ks_holm": ks_holm, "z_holm": z_holm, "z": z, "u_moved": "toward 0"}
+
+    positions = [at(t, 1.0, 1.0, 0.1) for t in range(47)] + [at(47, 1e-5, 1e-7, 6.2, "the last token")]
+    assert signature(sampling_case(positions=positions))[2] == (
+        "sampling law rejected by chi-square, KS at one position, log-likelihood at one position; at output "
+        "position 47 (the last token): u toward 0, more likely tokens over-drawn"
+    )
 
 
 def test_groups_failing_the_same_way_in_different_tests_share_one_cause():

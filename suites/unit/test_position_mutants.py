@@ -1,0 +1,50 @@
+"""The whole-sequence cases catch errors confined to a few output positions: each position-confined mutant
+(harness/mutants.py) is rejected by a per-position test at an output position >= 5 (the last token, the
+first token of a KV block) of a PIT case, where the pooled tests alone would dilute it 48-fold; the same
+case passes on the correct decoder."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from harness.paths import SUITES
+
+pytest_plugins = ["pytester"]
+pytestmark = pytest.mark.xdist_group("position-mutants")
+
+SUITE = SUITES / "sampling" / "test_target_distribution.py"
+CATCHING_CASE = {
+    "truncation-commits-unverified-drafts": "pit-T1.0-k4-greedy-natural-03",
+    "truncated-run-ends-in-a-correction": "pit-T1.0-k4-greedy-natural-03",
+    "block-start-residual-from-p": "pit-T1.0-k1-greedy-natural-03",
+}
+
+
+def _run(pytester, decoder, case):
+    node = f"{SUITE}::test_samples_follow_the_target_law[{case}]"
+    report = pytester.path / "report"
+    result = pytester.runpytest_inprocess(
+        node, "-m", "sampling", f"--decoder={decoder}", "-q", f"--harness-report={report}"
+    )
+    return result, json.loads((report / "results.json").read_text())
+
+
+@pytest.mark.parametrize("mutant", CATCHING_CASE)
+def test_a_per_position_test_catches_the_mutant_beyond_position_5(pytester, mutant):
+    result, results = _run(pytester, f"mutant:{mutant}", CATCHING_CASE[mutant])
+    assert result.parseoutcomes().get("failed", 0) == 1, result.stdout.str()[-2000:]
+    [case] = [c for c in results["cases"] if c.get("sampling")]
+    sampling = case["sampling"]
+    alpha = sampling["family_alpha"]
+    rejected = [at["position"] for at in sampling["positions"] if min(at["ks_holm"], at["z_holm"]) <= alpha]
+    assert rejected and min(rejected) >= 5, f"per-position rejections at {rejected}"
+    assert re.search(r"at output position (\d+)", results["groups"][0]["signature"]), results["groups"][0]
+
+
+def test_the_cases_pass_on_the_correct_decoder(pytester):
+    for case in sorted(set(CATCHING_CASE.values())):
+        result, _ = _run(pytester, "mtp", case)
+        assert result.parseoutcomes().get("passed", 0) == 1, result.stdout.str()[-2000:]
