@@ -109,9 +109,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--sampling-tv",
         type=float,
         default=None,
-        help="the total-variation shift each sampling case must detect with power 0.99 at the family alpha; "
-        "sets N per case (default: the budget's, "
+        help="the total-variation shift each first-token-law case must detect with power 0.99 at the family "
+        "alpha; sets N per case (default: the budget's, "
         + ", ".join(f"{name} {budget.sampling_tv}" for name, budget in BUDGETS.items())
+        + "); the whole-sequence cases' single-position shift scales with it (budget's: "
+        + ", ".join(f"{name} {budget.position_tv}" for name, budget in BUDGETS.items())
         + ")",
     )
 
