@@ -86,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
     (run_dir / "mutants.json").write_text(json.dumps(table, indent=2))  # the table first: nothing below can lose it
     index = write_catalogue_report(args, run_dir, table, passed, started_at)  # kept if what follows fails
     if args.efficiency:
-        from harness.efficiency import efficiency_rows
+        from harness.efficiency_table import efficiency_rows
 
         status("mtp-harness mutants: measuring the sampling suite's efficiency on each mutant it caught")
         table["efficiency"] = efficiency_rows(table, args.model, args.device, args.dtype)

@@ -21,10 +21,9 @@ suite's cells at small N).
 from __future__ import annotations
 
 import math
-import re
 import statistics
 from collections import Counter
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 from scipy import optimize, stats
@@ -128,29 +127,3 @@ def measure(mutant: str, case_id: str, bundle: ModelBundle, family_size: int) ->
     # the scan starts at FIRST_PREFIX samples: an ideal below that is compared with the first look
     ratio = observed / max(n_lr, FIRST_PREFIX) if observed is not None else None
     return Efficiency(mutant, case_id, observed, n_lr, n_chi2, ratio, tv, kl, firsts)
-
-
-CASE_IN_NODEID = re.compile(r"\[([^\]]+)\]$")
-
-
-def efficiency_rows(table: dict, model: str, device: str, dtype: str | None) -> list[dict]:
-    """For every mutant the sampling suite caught on a law case: its efficiency record (report schema)."""
-    from harness.plugin import bundle_for
-    from harness.sampling_cases import case_grid, p_values_per_case
-
-    bundle = bundle_for(model, device, dtype or ("bfloat16" if device.startswith("cuda") else "float64"))
-    law_cases = {c.id for c in case_grid() if c.kind == "law"}
-    family_size = sum(p_values_per_case(c) for c in case_grid())
-    rows = []
-    for row in table["rows"]:
-        found = CASE_IN_NODEID.search(row["first_failure"].get("sampling", "") or "")
-        if row["cells"].get("sampling") != "caught" or not found or found.group(1) not in law_cases:
-            continue
-        try:
-            result = asdict(measure(row["mutant"], found.group(1), bundle, family_size))
-        except Exception as error:  # one mutant's failure must not lose the others' figures
-            rows.append({"mutant": row["mutant"], "case": found.group(1), "error": f"{type(error).__name__}: {error}"})
-            continue
-        result["streams"] = list(result["streams"])
-        rows.append(result)
-    return rows

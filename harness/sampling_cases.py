@@ -17,7 +17,6 @@ from harness.api import Decoder, DecodeRequest, DecodeResult, SamplingConfig
 from harness.models import ModelBundle
 from harness.sampling import process_logits
 from harness.sequence_stats import (
-    SADDLE_GRID,
     PositionTests,
     cumulants,
     log_likelihood_terms,
@@ -209,22 +208,30 @@ def run_pit_case(
         for i in range(sequences)
     ]
     results = decoder.decode(requests)
-    continuations = [result.token_ids for result in results]
-    terms = sequence_terms(bundle, prompt_ids, continuations, case.sampling, case.seed)
-    u, centred, variance = terms.u, terms.centred, terms.variance
+    terms = sequence_terms(bundle, prompt_ids, [result.token_ids for result in results], case.sampling, case.seed)
+    truncated = sum(1 for result in results if len(result.token_ids) == PIT_LENGTH and cut_by_the_length(result))
+    return pit_outcome(case, terms, len(results), len(prompt_ids), truncated)
+
+
+def pit_outcome(
+    case: SamplingCase, terms: SequenceTerms, count: int, prompt_length: int, truncated: int = 0
+) -> PitOutcome:
+    """The case's statistics over its first `count` sequences (all of them in the suite; growing prefixes in
+    harness/position_efficiency.py)."""
+    u, centred, variance = terms.u[:count], terms.centred[:count], terms.variance[:count]
+    tables = terms.sequence_tables[:count].sum(0)
     present = ~np.isnan(u)
     pooled_u = u[present]
     positions = tuple(
-        position_tests(u[present[:, t], t], centred[present[:, t], t], variance[present[:, t], t], terms.tables[t])
+        position_tests(u[present[:, t], t], centred[present[:, t], t], variance[present[:, t], t], tables[t])
         for t in range(PIT_LENGTH)
     )
-    truncated = sum(1 for result in results if len(result.token_ids) == PIT_LENGTH and cut_by_the_length(result))
     return PitOutcome(
         case,
         uniformity(pooled_u),
-        position_tests(pooled_u, centred[present], variance[present], terms.tables.sum(0)),
+        position_tests(pooled_u, centred[present], variance[present], tables.sum(0)),
         positions,
-        len(prompt_ids),
+        prompt_length,
         truncated,
     )
 
@@ -250,13 +257,13 @@ def processed_conditionals(
 @dataclass(frozen=True)
 class SequenceTerms:
     """Per sequence i and output position t (NaN after a sequence's end): the probability-ordered randomized
-    PIT u, the centred log-likelihood X = l - mu and its conditional variance s2; per position, the cumulant
-    table of X summed over the sequences that reach it [PIT_LENGTH, G, 3] (harness/sequence_stats.py)."""
+    PIT u, the centred log-likelihood X = l - mu and its conditional variance s2, and X's cumulant table
+    [n, PIT_LENGTH, G, 3] (zero after a sequence's end; harness/sequence_stats.py)."""
 
     u: np.ndarray
     centred: np.ndarray
     variance: np.ndarray
-    tables: np.ndarray
+    sequence_tables: np.ndarray
 
 
 def sequence_terms(
@@ -270,7 +277,7 @@ def sequence_terms(
     generator = torch.Generator().manual_seed(seed)
     shape = (len(continuations), PIT_LENGTH)
     u, centred, variance = np.full(shape, np.nan), np.full(shape, np.nan), np.full(shape, np.nan)
-    tables = torch.zeros(PIT_LENGTH, len(SADDLE_GRID), 3, dtype=torch.float64)
+    tables = []
     for start in range(0, len(continuations), CHUNK):
         chunk = continuations[start : start + CHUNK]
         probs = processed_conditionals(bundle, prompt_ids, chunk, sampling)
@@ -279,13 +286,13 @@ def sequence_terms(
         chunk_u = probability_ordered_pit(probs, tokens, uniforms).numpy()
         chunk_centred, chunk_variance = (t.numpy() for t in log_likelihood_terms(probs, tokens))
         present = torch.tensor([[t < len(c) for t in range(PIT_LENGTH)] for c in chunk])
-        tables += (cumulants(probs) * present[..., None, None]).sum(0)
+        tables.append(cumulants(probs) * present[..., None, None])
         for row, continuation in enumerate(chunk):
             length = len(continuation)
             u[start + row, :length] = chunk_u[row, :length]
             centred[start + row, :length] = chunk_centred[row, :length]
             variance[start + row, :length] = chunk_variance[row, :length]
-    return SequenceTerms(u, centred, variance, tables.numpy())
+    return SequenceTerms(u, centred, variance, torch.cat(tables).numpy())
 
 
 def target_conditionals(

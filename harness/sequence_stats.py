@@ -120,6 +120,8 @@ class PositionTests:
 def position_tests(u: np.ndarray, centred: np.ndarray, variance: np.ndarray, table: np.ndarray) -> PositionTests:
     """KS of u ~ U(0, 1) (with the side of the largest CDF gap) and the log-likelihood test (its terms'
     summed cumulant table [G, 3])."""
+    if len(u) == 0:  # no sequence reached this position (every one ended at an EOS before it)
+        return PositionTests(0, 0.0, 1.0, "nowhere", 0.0, 1.0)
     ks = stats.kstest(u, "uniform")
     direction = "toward 0" if ks.statistic_sign > 0 else "toward 1"  # empirical CDF above the uniform: small u
     z, z_p = z_test(centred, variance, table)

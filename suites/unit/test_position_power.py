@@ -19,7 +19,7 @@ from harness.stats import FAMILY_ALPHA, ks_sample_size
 pytestmark = pytest.mark.xdist_group("position-power")
 RUNS = 200
 SEED = 20261130
-POSITIONS = (5, 16, PIT_LENGTH - 1)  # a position after the first passes, a KV block boundary, the last token
+POSITIONS = (5, PIT_LENGTH - 1)  # a position after the first passes, the last token
 
 
 @pytest.fixture(scope="module")
