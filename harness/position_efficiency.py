@@ -21,11 +21,10 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from harness.api import DecodeRequest
 from harness.budget import BUDGETS
 from harness.efficiency import FIRST_PREFIX, STREAMS, ideal_sample_sizes, prefix_lengths
 from harness.models import ModelBundle
-from harness.sampling_cases import PIT_LENGTH, SamplingCase, SequenceTerms, case_grid, pit_outcome, sequence_terms
+from harness.sampling_cases import SamplingCase, SequenceTerms, case_grid, pit_outcome, pit_requests, sequence_terms
 from harness.stats import FAMILY_ALPHA, PIT_BINS, ks_sample_size
 
 
@@ -71,18 +70,7 @@ def measure_position(
     firsts, columns = [], []
     for stream in range(STREAMS):
         seed = case.seed + stream * 10**7
-        requests = [
-            DecodeRequest(
-                prompt_ids,
-                PIT_LENGTH,
-                sampling=case.sampling,
-                seed=seed + i,
-                num_draft_tokens=case.k,
-                draft_mode=case.draft_mode,
-                eos_token_ids=bundle.eos_token_ids,
-            )
-            for i in range(length)
-        ]
+        requests = pit_requests(bundle, prompt_ids, case, length, seed)
         continuations = [result.token_ids for result in decoder.decode(requests)]
         terms = sequence_terms(bundle, prompt_ids, continuations, case.sampling, seed)
         firsts.append(first_rejection(case, terms, len(prompt_ids), alpha))

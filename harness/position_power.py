@@ -175,9 +175,11 @@ def smallest_detected_tv(
     return found
 
 
-def main() -> None:
-    """Print, for the ci and full budgets, the smallest single-position TV each whole-sequence statistic of
-    the PIT case detects at power 0.99 (200 runs per grid point), at the last output position."""
+def fixture_case_laws(budget: str, positions: tuple[int, ...], seed: int) -> tuple[torch.Tensor, torch.Tensor, float]:
+    """The whole-sequence cases' prompt and sampling settings on the default fixture (float64), with the
+    budget's sequence count n of target-sampled continuations: the target's conditionals at `positions`
+    [n, len(positions), V], the log-likelihood variance summed per output position [PIT_LENGTH], and the
+    per-test alpha of the whole grid's family."""
     from harness.budget import BUDGETS
     from harness.plugin import bundle_for
     from harness.prompts import load_prompts
@@ -188,20 +190,29 @@ def main() -> None:
     case = next(c for c in case_grid() if c.kind == "pit")
     prompt_ids = tuple(next(p for p in load_prompts() if p.id == case.prompt_id).encode(bundle.tokenizer))
     alpha = FAMILY_ALPHA / family_size(case_grid())
+    n = ks_sample_size(BUDGETS[budget].position_tv, alpha)
+    laws, variance = [], torch.zeros(PIT_LENGTH, dtype=torch.float64)
+    for probs in target_conditionals(bundle, prompt_ids, case.sampling, n, seed=seed):
+        laws.append(probs[:, list(positions)])
+        variance += log_likelihood_terms(probs, probs.argmax(-1))[1].sum(0)  # s2 does not depend on the token
+    return torch.cat(laws), variance, alpha
+
+
+def main() -> None:
+    """Print, for the ci and full budgets, the smallest single-position TV each whole-sequence statistic of
+    the PIT case detects at power 0.99 (200 runs per grid point), at the last output position."""
+    from harness.sampling_cases import PIT_LENGTH
+
     position = PIT_LENGTH - 1  # the last token (contexts differ little between positions)
     for budget in ("ci", "full"):
-        n = ks_sample_size(BUDGETS[budget].position_tv, alpha)
-        laws, variance = [], torch.zeros(PIT_LENGTH, dtype=torch.float64)
-        for probs in target_conditionals(bundle, prompt_ids, case.sampling, n, seed=1):
-            laws.append(probs[:, position])
-            variance += log_likelihood_terms(probs, probs.argmax(-1))[1].sum(0)
+        laws, variance, alpha = fixture_case_laws(budget, (position,), seed=1)
         other = float(variance.sum() - variance[position])
         for shape in SHAPES:
-            found = smallest_detected_tv(torch.cat(laws), other, PIT_LENGTH, shape, alpha, 200, seed=position)
+            found = smallest_detected_tv(laws[:, 0], other, PIT_LENGTH, shape, alpha, 200, seed=position)
             cells = ", ".join(
                 f"{name} {value if value is not None else f'> {LARGEST_TV}'}" for name, value in found.items()
             )
-            print(f"{budget} (n = {n}) position {position} {shape}: {cells}", flush=True)
+            print(f"{budget} (n = {laws.shape[0]}) position {position} {shape}: {cells}", flush=True)
 
 
 if __name__ == "__main__":

@@ -188,6 +188,24 @@ def run_law_case(
     return LawOutcome(case, law, goodness_of_fit({**law.cells, OTHER: law.other}, samples, OTHER))
 
 
+def pit_requests(
+    bundle: ModelBundle, prompt_ids: tuple[int, ...], case: SamplingCase, sequences: int, seed: int
+) -> list[DecodeRequest]:
+    """The case's whole-sequence requests: PIT_LENGTH tokens each, request i seeded seed + i."""
+    return [
+        DecodeRequest(
+            prompt_ids,
+            PIT_LENGTH,
+            sampling=case.sampling,
+            seed=seed + i,
+            num_draft_tokens=case.k,
+            draft_mode=case.draft_mode,
+            eos_token_ids=bundle.eos_token_ids,
+        )
+        for i in range(sequences)
+    ]
+
+
 def run_pit_case(
     decoder: Decoder,
     bundle: ModelBundle,
@@ -195,19 +213,7 @@ def run_pit_case(
     case: SamplingCase,
     sequences: int,
 ) -> PitOutcome:
-    requests = [
-        DecodeRequest(
-            prompt_ids,
-            PIT_LENGTH,
-            sampling=case.sampling,
-            seed=case.seed + i,
-            num_draft_tokens=case.k,
-            draft_mode=case.draft_mode,
-            eos_token_ids=bundle.eos_token_ids,
-        )
-        for i in range(sequences)
-    ]
-    results = decoder.decode(requests)
+    results = decoder.decode(pit_requests(bundle, prompt_ids, case, sequences, case.seed))
     terms = sequence_terms(bundle, prompt_ids, [result.token_ids for result in results], case.sampling, case.seed)
     truncated = sum(1 for result in results if len(result.token_ids) == PIT_LENGTH and cut_by_the_length(result))
     return pit_outcome(case, terms, len(results), len(prompt_ids), truncated)

@@ -8,13 +8,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from harness.budget import BUDGETS
-from harness.plugin import bundle_for
-from harness.position_power import flattened, simulate_power, toward_head
-from harness.prompts import load_prompts
-from harness.sampling_cases import PIT_LENGTH, case_grid, family_size, target_conditionals
-from harness.sequence_stats import log_likelihood_terms, probability_ordered_pit
-from harness.stats import FAMILY_ALPHA, ks_sample_size
+from harness.position_power import fixture_case_laws, flattened, simulate_power, toward_head
+from harness.sampling_cases import PIT_LENGTH
+from harness.sequence_stats import probability_ordered_pit
 
 pytestmark = pytest.mark.xdist_group("position-power")
 RUNS = 200
@@ -24,19 +20,9 @@ POSITIONS = (5, PIT_LENGTH - 1)  # a position after the first passes, the last t
 
 @pytest.fixture(scope="module")
 def ci_case():
-    """At the PIT cases' prompt and sampling settings, n = the ci budget's sequence count of target-sampled
-    continuations: the target's conditionals at POSITIONS, the log-likelihood variance summed per position,
-    the per-test alpha of the whole ci family."""
-    bundle = bundle_for("tiny-deepseek-v3", "cpu", "float64")
-    case = next(c for c in case_grid() if c.kind == "pit")
-    prompt_ids = tuple(next(p for p in load_prompts() if p.id == case.prompt_id).encode(bundle.tokenizer))
-    alpha = FAMILY_ALPHA / family_size(case_grid())
-    n = ks_sample_size(BUDGETS["ci"].position_tv, alpha)
-    laws, variance = [], torch.zeros(PIT_LENGTH, dtype=torch.float64)
-    for probs in target_conditionals(bundle, prompt_ids, case.sampling, n, seed=SEED):
-        laws.append(probs[:, POSITIONS])
-        variance += log_likelihood_terms(probs, probs.argmax(-1))[1].sum(0)  # s2 does not depend on the token
-    return torch.cat(laws), variance, alpha
+    """The target's conditionals at POSITIONS along the ci budget's n target-sampled continuations, the
+    log-likelihood variance per position, the per-test alpha (harness/position_power.fixture_case_laws)."""
+    return fixture_case_laws("ci", POSITIONS, SEED)
 
 
 @pytest.mark.parametrize("shape", ["head", "flatten"])
