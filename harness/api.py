@@ -239,6 +239,9 @@ class PassSnapshot:
         output), the committed hidden states h^e that depth e+1 has not consumed yet, for the indices
         starting at mtp_hidden_start[e] (index i = the position of the hidden state's own token).
     next_position: the position id the next pass will give its first input.
+    target_recurrent: per recurrent (linear-attention) layer index of the target, its (conv state [C, K],
+        recurrent state [heads, d_k, d_v]) after the rollback; empty for a model without such layers. Such a
+        layer's entry in target_cache is empty.
     """
 
     request_index: int
@@ -252,6 +255,7 @@ class PassSnapshot:
     mtp_hidden: tuple[torch.Tensor, ...]
     mtp_hidden_start: tuple[int, ...]
     next_position: int
+    target_recurrent: dict[int, tuple[torch.Tensor, torch.Tensor]] = field(default_factory=dict)
 
 
 PassObserver = Callable[[PassSnapshot], None]

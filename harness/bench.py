@@ -68,7 +68,7 @@ def head_cost_ratio(bundle: ModelBundle, prompt: list[int], batch: int, k: int, 
     valid = torch.ones_like(ids, dtype=torch.bool)
 
     def prepared() -> tuple[SlotCache, torch.Tensor]:
-        slots = SlotCache(DynamicCache(), range(bundle.config.num_hidden_layers), batch, device)
+        slots = SlotCache(bundle.new_target_cache(), range(bundle.config.num_hidden_layers), batch, device)
         hidden, _ = target_pass(bundle, slots, ids, positions, valid)
         return slots, hidden
 

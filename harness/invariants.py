@@ -9,7 +9,9 @@ After a pass with committed tokens t_0..t_{L-1} (the decoder's PassSnapshot), fr
        levels equal the fresh h^e at the same indices;
     4. positions: the pass read positions L0-1.. (L0 = committed length before it), and the next pass
        starts at L-1;
-    5. the next-token logits computed from the decoder's own cache equal target-only logits for the prefix.
+    5. the next-token logits computed from the decoder's own cache equal target-only logits for the prefix;
+    6. each recurrent (linear-attention) layer of the target: its conv state and recurrent state equal those
+       of a fresh prefill of t_0..t_{L-2} (a recurrent state cannot be cropped; harness/recurrent_state.py).
 Differences are max-abs over a tensor, compared with a tolerance per dtype (1e-10 in float64).
 """
 
@@ -23,6 +25,7 @@ from transformers import DynamicCache
 
 from harness.api import Decoder, DecodeRequest, DecodeResult, PassSnapshot
 from harness.models import ModelBundle
+from harness.recurrent_state import LayerState, layer_states
 from harness.target_hidden import run_target_decoder
 from harness.teacher_forcing import mtp_hidden_states
 
@@ -53,10 +56,13 @@ class Violation:
 class FreshState:
     """What a target-only computation gives for a committed prefix t_0..t_{L-1}."""
 
-    target_cache: tuple[tuple[torch.Tensor, torch.Tensor], ...]  # per layer, over positions 0..L-2
+    target_cache: tuple[
+        tuple[torch.Tensor, ...], ...
+    ]  # per layer, (keys, values) over positions 0..L-2; () if recurrent
     hidden: tuple[torch.Tensor, ...]  # per level e: h^e [n_e, H], index i at row i
     depth_cache: tuple[tuple[torch.Tensor, torch.Tensor] | None, ...]  # depth d (1-based): positions d..
     next_logits: torch.Tensor  # [V]
+    recurrent: dict[int, tuple[torch.Tensor, torch.Tensor]]  # per recurrent layer: (conv, recurrent) after t_{L-2}
 
 
 _FRESH: dict[tuple[int, tuple[int, ...]], FreshState] = {}
@@ -78,10 +84,14 @@ def _fresh_state(bundle: ModelBundle, committed_ids: tuple[int, ...]) -> FreshSt
     device = bundle.device
     decoder = bundle.target.get_decoder()
     with torch.no_grad():
-        cache = DynamicCache()
+        cache = bundle.new_target_cache()
         prefix = torch.tensor([committed_ids[:-1]], device=device)
         h0, _ = run_target_decoder(bundle.target, input_ids=prefix, cache=cache, use_cache=True)
-        target_cache = tuple((layer.keys[0], layer.values[0]) for layer in cache.layers)
+        target_cache = tuple(
+            (layer.keys[0], layer.values[0]) if getattr(layer, "keys", None) is not None else ()
+            for layer in cache.layers
+        )
+        recurrent = {index: (state.conv[0], state.recurrent[0]) for index, state in layer_states(cache).items()}
         last = torch.tensor([[committed_ids[-1]]], device=device)
         position = torch.tensor([[len(committed_ids) - 1]], device=device)
         out = decoder(input_ids=last, position_ids=position, cache=cache, use_cache=True).last_hidden_state
@@ -94,7 +104,7 @@ def _fresh_state(bundle: ModelBundle, committed_ids: tuple[int, ...]) -> FreshSt
             (cache.layers[d].keys[0], cache.layers[d].values[0]) if d < len(outputs) else None
             for d, cache in enumerate(depth_caches)
         ]
-    return FreshState(target_cache, tuple(hidden), tuple(depth_cache), next_logits)
+    return FreshState(target_cache, tuple(hidden), tuple(depth_cache), next_logits, recurrent)
 
 
 def _largest(a: torch.Tensor, b: torch.Tensor) -> tuple[float, str]:
@@ -133,11 +143,26 @@ def check_snapshot(bundle: ModelBundle, snapshot: PassSnapshot, previous_length:
         violation("4 position ids", "next pass", detail=f"starts at {snapshot.next_position}, expected {length - 1}")
     # 2: target cache contents, layer by layer
     if snapshot.target_positions == tuple(range(length - 1)):
-        for layer, (view, (keys, values)) in enumerate(zip(snapshot.target_cache, fresh.target_cache, strict=True)):
-            for name, ours, theirs in (("keys", view[0], keys), ("values", view[1], values)):
+        for layer, (view, expected) in enumerate(zip(snapshot.target_cache, fresh.target_cache, strict=False)):
+            if len(view) != len(expected):
+                violation("2 target cache contents", f"target layer {layer}", detail="holds no KV entries")
+            if len(view) != len(expected) or not view:  # () for a recurrent layer: checked in 6
+                continue
+            for name, ours, theirs in zip(("keys", "values"), view, expected, strict=True):
                 difference, at = _largest(ours, theirs)
                 if difference > tolerance:
                     violation("2 target cache contents", f"target layer {layer} {name}", difference, at)
+        # 6: recurrent layers, restored (not cropped) to the state after t_{L-2}
+        for layer, (conv, recurrent) in sorted(fresh.recurrent.items()):
+            if layer not in snapshot.target_recurrent:
+                violation("6 recurrent state", f"target layer {layer}", detail="the decoder reported no state")
+                continue
+            for name, ours, theirs in zip(
+                ("conv state", "recurrent state"), snapshot.target_recurrent[layer], (conv, recurrent), strict=True
+            ):
+                difference, at = _largest(ours, theirs)
+                if difference > tolerance:
+                    violation("6 recurrent state", f"target layer {layer} {name}", difference, at)
         # 5: next-token logits from the decoder's own cache
         logits = _logits_from_cache(bundle, snapshot)
         difference, at = _largest(logits, fresh.next_logits)
@@ -200,10 +225,14 @@ def _positions(
 def _logits_from_cache(bundle: ModelBundle, snapshot: PassSnapshot) -> torch.Tensor:
     """Feed the newest committed token through the decoder's own (rolled back) target cache."""
     device = bundle.device
-    cache = DynamicCache()
+    cache = bundle.new_target_cache()
     with torch.no_grad():
-        for layer, (keys, values) in enumerate(snapshot.target_cache):
-            cache.update(keys[None].clone(), values[None].clone(), layer)
+        for layer, view in enumerate(snapshot.target_cache):
+            if view:
+                cache.update(view[0][None].clone(), view[1][None].clone(), layer)
+        for layer, (conv, recurrent) in snapshot.target_recurrent.items():
+            conv, recurrent = conv[None].clone(), recurrent[None].clone()
+            layer_states(cache)[layer] = LayerState(conv, recurrent, conv[:, None], recurrent[:, None])
         token = torch.tensor([[snapshot.committed_ids[-1]]], device=device)
         position = torch.tensor([[snapshot.next_position]], device=device)
         out = bundle.target.get_decoder()(input_ids=token, position_ids=position, cache=cache, use_cache=True)

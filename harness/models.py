@@ -8,17 +8,26 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import torch
 import transformers
 from torch import nn
-from transformers import AutoConfig, AutoModelForCausalLM, PretrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import (
+    AutoConfig,
+    AutoModelForCausalLM,
+    DynamicCache,
+    PretrainedConfig,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+)
 
 from harness.attention import EXACT_ATTENTION
 from harness.checkpoint import SafetensorsCheckpoint, open_checkpoint
 from harness.errors import CheckpointError, HarnessError
 from harness.experts import fuse_experts
+from harness.gated_deltanet import has_recurrent_layers, install_gated_deltanet_forward
 from harness.layouts import DEEPSEEK_V3, MIMO, LayoutMatch, depth_tensor_name, detect_layout
 from harness.mtp_depth import build_depths
 from harness.numerics import use_float64_arithmetic
@@ -66,6 +75,15 @@ class ModelBundle:
     def max_context(self) -> int:
         return int(self.config.max_position_embeddings)
 
+    @cached_property
+    def is_hybrid(self) -> bool:
+        """Whether the target has recurrent (linear-attention) layers besides attention (Qwen3-Next)."""
+        return has_recurrent_layers(self.target)
+
+    def new_target_cache(self) -> DynamicCache:
+        """An empty cache for the target; a hybrid's knows which layers are attention (for its masks)."""
+        return DynamicCache(config=self.config) if self.is_hybrid else DynamicCache()
+
     @property
     def eos_token_ids(self) -> tuple[int, ...]:
         eos = self.target.generation_config.eos_token_id
@@ -74,6 +92,15 @@ class ModelBundle:
         if eos is None:
             return ()
         return tuple(eos) if isinstance(eos, list | tuple) else (int(eos),)
+
+
+def checkpoint_is_hybrid(directory: str | Path) -> bool:
+    """Whether the checkpoint's config declares linear-attention layers (read without loading the model)."""
+    try:
+        config = json.loads((Path(directory) / "config.json").read_text())
+    except (OSError, json.JSONDecodeError):
+        return False
+    return "linear_attention" in (config.get("layer_types") or [])
 
 
 def parse_dtype(dtype: str | torch.dtype) -> torch.dtype:
@@ -110,6 +137,7 @@ def load_bundle(
     if layout.name == MIMO:
         mark_pre_norm_reader(target)
     tokenizer = _load_tokenizer(directory, config)
+    install_gated_deltanet_forward(target, depths)  # recurrent layers keep per-token states for rollback
     if torch_dtype == torch.float64:
         use_float64_arithmetic(target, depths)
     for module in (target, depths):

@@ -5,8 +5,8 @@
     draft law         the_law_drawn_from: the q verification sees for each draft
     stop rule         stop_at_first_eos: how much of (accepted drafts + the target's token) is committed
     cache manager     CacheManager: verification positions and the rollback after each pass: the target
-                      keeps every committed token but the newest; each depth keeps entries made from
-                      committed inputs
+                      keeps every committed token but the newest (its recurrent layers resume from the
+                      state recorded after that token); each depth keeps entries made from committed inputs
 
 One pass, with L committed tokens t_0..t_{L-1} (the target cache holds t_0..t_{L-2}):
     1. propose drafts x_1..x_k for positions L..L+k-1 (forced drafts replace them, with a one-hot q);
@@ -22,7 +22,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import torch
-from transformers import DynamicCache
 
 from harness.acceptance import AcceptanceRule, PassPlace, greedy_accept, speculative_accept
 from harness.api import DecodeRequest, DecodeResult, PassObserver, PassSnapshot, SamplingConfig
@@ -30,6 +29,7 @@ from harness.batch import BatchState, StopRule, decode_in_groups, prefill_inputs
 from harness.forward import target_pass
 from harness.models import ModelBundle
 from harness.proposer import NO_LIMIT, MTPProposer
+from harness.recurrent_state import RestoreRule, restore_after_kept_inputs
 from harness.sampling import one_hot, probability_dtype, process_logits, sample_from, uniforms
 from harness.seeds import derive_seed, generator
 from harness.slots import SlotCache
@@ -53,14 +53,18 @@ class CacheManager:
     Convention: the target cache holds every committed token except the newest. A pass with L committed
     tokens feeds [t_{L-1}, x_1..x_k] at positions L-1..L+k-1; afterwards the target keeps positions < L'-1
     (L' = the new committed length) and each MTP depth keeps the entries made from committed tokens.
+    A recurrent layer of the target cannot drop entries: it resumes from the state its forward recorded
+    after the last kept input (recurrent_rule; harness/recurrent_state.py).
     """
+
+    recurrent_rule: RestoreRule = staticmethod(restore_after_kept_inputs)
 
     def verify_positions(self, state: BatchState, k: int) -> torch.Tensor:
         """Position ids [B, k+1] of the verification inputs: L-1, L, ..., L+k-1."""
         return state.lengths[:, None] - 1 + torch.arange(k + 1, device=state.lengths.device)[None, :]
 
     def rollback_target(self, slots: SlotCache, committed_lengths: torch.Tensor, active: torch.Tensor) -> None:
-        slots.keep_below(torch.where(active, committed_lengths - 1, NO_LIMIT))
+        slots.keep_below(torch.where(active, committed_lengths - 1, NO_LIMIT), self.recurrent_rule)
 
     def rollback_mtp(self, proposer: MTPProposer, pass_lengths: torch.Tensor, drafting: torch.Tensor) -> None:
         proposer.commit(pass_lengths, drafting)
@@ -115,7 +119,9 @@ class _Batch:
         self.k, self.draft_mode, self.sampling = first.num_draft_tokens, first.draft_mode, first.sampling
         self.state = BatchState(requests, bundle.device, lookahead=self.k)
         size = len(requests)
-        self.target_slots = SlotCache(DynamicCache(), range(bundle.config.num_hidden_layers), size, bundle.device)
+        self.target_slots = SlotCache(
+            bundle.new_target_cache(), range(bundle.config.num_hidden_layers), size, bundle.device
+        )
         self.proposer = decoder.proposer(bundle, size)
         self.draft_generators = [generator(derive_seed(r.seed, "draft"), bundle.device) for r in requests]
         self.verify_generators = [generator(derive_seed(r.seed, "verify"), bundle.device) for r in requests]
@@ -246,5 +252,6 @@ class _Batch:
                     mtp_hidden=tuple(buffer.data[row, : int(buffer.lengths[row])] for buffer in self.proposer.pending),
                     mtp_hidden_start=tuple(int(index[row]) for index in self.proposer.next_index),
                     next_position=int(self.state.lengths[row]) - 1,
+                    target_recurrent=self.target_slots.recurrent.row_view(row),
                 )
             )

@@ -4,7 +4,8 @@ DeepSeek-V3's router computes its logits in float32 whatever the model dtype (tr
 `DeepseekV3TopkRouter`). In a float64 model that makes MoE outputs depend on the batch shape at the
 1e-7 level (measured: MTP depth caches of tiny-deepseek-v3 differ by 6e-8 between a chunked and a
 from-scratch computation), which hides real bugs below the float64 invariant tolerance of 1e-10.
-In float64 bundles the harness therefore runs the same routing arithmetic in float64.
+In float64 bundles the harness therefore runs the same routing arithmetic in float64 (and likewise
+Qwen3-Next's norms and router, which compute in float32).
 
     scores = sigmoid(h W^T);  choice = scores + bias, grouped top-k;  weights = scores[topk] (normalised) * scale
 """
@@ -44,8 +45,43 @@ def _deepseek_router_forward(self: nn.Module, hidden_states: torch.Tensor) -> tu
     return router_logits, topk_weights * self.routed_scaling_factor, topk_indices
 
 
-# GLM-4.5 routes exactly as DeepSeek-V3 does (sigmoid scores, correction bias, grouped top-k)
-FLOAT64_FORWARDS = {"DeepseekV3TopkRouter": _deepseek_router_forward, "Glm4MoeTopkRouter": _deepseek_router_forward}
+def _qwen3_next_rms_norm_forward(self: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """Qwen3NextRMSNorm (zero-centred weight) in max(dtype, float32): x / rms(x) * (1 + w)."""
+    dtype = torch.promote_types(x.dtype, torch.float32)
+    y = x.to(dtype)
+    y = y * torch.rsqrt(y.pow(2).mean(-1, keepdim=True) + self.eps)
+    return (y * (1.0 + self.weight.to(dtype))).to(x.dtype)
+
+
+def _qwen3_next_gated_norm_forward(self: nn.Module, hidden_states: torch.Tensor, gate: torch.Tensor) -> torch.Tensor:
+    """Qwen3NextRMSNormGated in max(dtype, float32): w * x / rms(x) * silu(gate)."""
+    dtype = torch.promote_types(hidden_states.dtype, torch.float32)
+    y = hidden_states.to(dtype)
+    y = y * torch.rsqrt(y.pow(2).mean(-1, keepdim=True) + self.variance_epsilon)
+    y = self.weight.to(dtype) * y * functional.silu(gate.to(dtype))
+    return y.to(hidden_states.dtype)
+
+
+def _softmax_topk_router_forward(self: nn.Module, hidden_states: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """Qwen3NextTopKRouter: softmax over the experts in max(dtype, float32), top-k, renormalised."""
+    hidden_states = hidden_states.reshape(-1, self.hidden_dim)
+    router_logits = functional.linear(hidden_states, self.weight)
+    probabilities = torch.softmax(router_logits, dim=-1, dtype=torch.promote_types(router_logits.dtype, torch.float32))
+    top_values, top_indices = torch.topk(probabilities, self.top_k, dim=-1)
+    if self.norm_topk_prob:
+        top_values = top_values / top_values.sum(dim=-1, keepdim=True)
+    return router_logits, top_values.to(router_logits.dtype), top_indices
+
+
+# GLM-4.5 routes exactly as DeepSeek-V3 does (sigmoid scores, correction bias, grouped top-k). Qwen3-Next's
+# norms and router upcast to float32 (which in a float64 model is a downcast).
+FLOAT64_FORWARDS = {
+    "DeepseekV3TopkRouter": _deepseek_router_forward,
+    "Glm4MoeTopkRouter": _deepseek_router_forward,
+    "Qwen3NextRMSNorm": _qwen3_next_rms_norm_forward,
+    "Qwen3NextRMSNormGated": _qwen3_next_gated_norm_forward,
+    "Qwen3NextTopKRouter": _softmax_topk_router_forward,
+}
 
 
 def use_float64_arithmetic(*modules: nn.Module) -> int:

@@ -98,7 +98,11 @@ def harness_version() -> str:
 def merge_invariants(first: dict, second: dict) -> dict:
     """One test that checks several runs records each: passes add up, violations follow each other, and the
     request of the first violation is kept."""
-    merged = {"passes": first["passes"] + second["passes"], "violations": first["violations"] + second["violations"]}
+    merged = {
+        "passes": first["passes"] + second["passes"],
+        "recurrent_checks": first.get("recurrent_checks", 0) + second.get("recurrent_checks", 0),
+        "violations": first["violations"] + second["violations"],
+    }
     request = first.get("first_request") or second.get("first_request")
     return merged | ({"first_request": request} if request else {})
 

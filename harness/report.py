@@ -443,6 +443,7 @@ def _invariants_section(cases: list[dict]) -> dict[str, Any] | None:
     return {
         "cases": len(checked),
         "passes": sum(case["invariants"]["passes"] for case in checked),
+        "recurrent_checks": sum(case["invariants"].get("recurrent_checks", 0) for case in checked),
         "violations": len(rows),
         "table": _table(rows, columns, "violations") if rows else None,
     }

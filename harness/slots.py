@@ -8,7 +8,8 @@ validity mask and the position id of every slot, and build the attention mask fr
 
 A rejected draft is rolled back by invalidating its slots; slots invalid in every row at the tail are
 cropped. Masked slots get weight exp(finfo.min - max) = 0 exactly, so a row's attention is what it
-would be with those slots absent.
+would be with those slots absent. Recurrent (linear-attention) layers of the same cache are restored per
+row instead (harness/recurrent_state.py).
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from collections.abc import Sequence
 
 import torch
 from transformers import DynamicCache
+
+from harness.recurrent_state import RecurrentRows, RestoreRule, restore_after_kept_inputs
 
 
 class SlotCache:
@@ -27,6 +30,7 @@ class SlotCache:
         self.layers = tuple(layers)
         self.valid = torch.zeros(batch, 0, dtype=torch.bool, device=device)
         self.positions = torch.zeros(batch, 0, dtype=torch.long, device=device)
+        self.recurrent = RecurrentRows(cache)
 
     @property
     def num_slots(self) -> int:
@@ -46,11 +50,14 @@ class SlotCache:
         """Record the Q slots the forward pass just appended."""
         self.valid = torch.cat([self.valid, query_valid], dim=1)
         self.positions = torch.cat([self.positions, query_positions], dim=1)
+        self.recurrent.appended(query_positions, query_valid)
 
-    def keep_below(self, limit: torch.Tensor) -> None:
-        """Invalidate every slot whose position is >= limit[row] (rollback), then crop the dead tail."""
+    def keep_below(self, limit: torch.Tensor, recurrent_rule: RestoreRule = restore_after_kept_inputs) -> None:
+        """Invalidate every slot whose position is >= limit[row] (rollback), then crop the dead tail; restore
+        each recurrent layer to the state after the row's last kept input (recurrent_rule)."""
         self.valid &= self.positions < limit[:, None]
         self.trim()
+        self.recurrent.keep_below(limit, recurrent_rule)
 
     def trim(self) -> None:
         """Crop trailing slots that are invalid in every row."""
@@ -68,6 +75,7 @@ class SlotCache:
         for layer in self._filled_layers():
             cached = self.cache.layers[layer]
             cached.keys, cached.values = cached.keys[keep], cached.values[keep]
+        self.recurrent.select_rows(keep)
         self.valid = self.valid[keep]
         self.positions = self.positions[keep]
 

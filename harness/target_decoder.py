@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
-from transformers import DynamicCache
 
 from harness.api import DecodeRequest, DecodeResult, SamplingConfig
 from harness.batch import BatchState, decode_in_groups, prefill_inputs
@@ -42,7 +41,9 @@ class TargetOnlyDecoder:
     def _decode_batch(self, requests: list[DecodeRequest], sampling: SamplingConfig) -> list[DecodeResult]:
         bundle = self.bundle
         state = BatchState(requests, bundle.device, lookahead=0)
-        slots = SlotCache(DynamicCache(), range(bundle.config.num_hidden_layers), len(requests), bundle.device)
+        slots = SlotCache(
+            bundle.new_target_cache(), range(bundle.config.num_hidden_layers), len(requests), bundle.device
+        )
         generators = [generator(r.seed, bundle.device) for r in requests]
         ids, positions, valid = prefill_inputs(state)
         if ids.shape[1]:

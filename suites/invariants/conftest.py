@@ -38,7 +38,12 @@ def assert_clean(record_property, inspect):
     are recorded for the report, with the request of the first: failure triage shrinks it)."""
 
     def check(violations: list[Violation], snapshots: list[PassSnapshot]) -> None:
-        record = {"passes": len(snapshots), "violations": [violation_record(v) for v in violations[:MAX_RECORDED]]}
+        record = {
+            "passes": len(snapshots),
+            # hybrid models: (conv, recurrent) state pairs of linear-attention layers checked (invariant 6)
+            "recurrent_checks": sum(len(snapshot.target_recurrent) for snapshot in snapshots),
+            "violations": [violation_record(v) for v in violations[:MAX_RECORDED]],
+        }
         if violations and violations[0].request_index < len(inspect.last_requests):
             record["first_request"] = request_record(inspect.last_requests[violations[0].request_index])
         record_property("mtp_harness.invariants", json.dumps(record))
