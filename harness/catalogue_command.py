@@ -59,15 +59,23 @@ def status(line: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from harness.mutants import MUTANT_PREFIX, MUTANTS
+    from harness.models import checkpoint_is_hybrid
+    from harness.mutants import MUTANT_PREFIX, MUTANTS, RECURRENT_MUTANTS
     from harness.mutation_run import CORRECT_DECODER, catalogue_table, format_table, run_catalogue
+    from harness.plugin import resolve_model_path
 
     unknown = sorted(set(args.mutant or ()) - set(MUTANTS))
     if unknown:
         status(f"mtp-harness mutants: unknown mutant(s) {', '.join(unknown)}; known: {', '.join(MUTANTS)}")
         return 2
     suites = [suite for suite in CATALOGUE_SUITES if suite in (args.suite or CATALOGUE_SUITES)]
-    decoders = [CORRECT_DECODER] + [MUTANT_PREFIX + name for name in (args.mutant or MUTANTS)]
+    names = list(args.mutant or MUTANTS)
+    if not checkpoint_is_hybrid(resolve_model_path(args.model)):  # nothing for them to break: no recurrent layer
+        skipped = [name for name in names if name in RECURRENT_MUTANTS]
+        names = [name for name in names if name not in RECURRENT_MUTANTS]
+        if skipped:
+            status(f"mtp-harness mutants: {', '.join(skipped)} need a hybrid model (linear-attention layers); skipped")
+    decoders = [CORRECT_DECODER] + [MUTANT_PREFIX + name for name in names]
     options = [f"--model={args.model}", f"--device={args.device}", f"--harness-budget={args.budget}"]
     options += [f"--dtype={args.dtype}"] if args.dtype else []
     options += [f"--harness-seed={args.harness_seed}"] if args.harness_seed else []

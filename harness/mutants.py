@@ -333,6 +333,63 @@ def stale_mtp_hidden(bundle: ModelBundle) -> MTPDecoder:
     return MTPDecoder(bundle, proposer=StaleMTPHidden)
 
 
+# --- recurrent-state mutants (hybrid models: Qwen3-Next's Gated DeltaNet layers) -----------------------------
+# Each replaces only the rule picking which recorded state a row resumes from (harness/recurrent_state.py):
+# (inputs of the pass kept, valid inputs of the pass) -> (conv state index, recurrent state index).
+RECURRENT_MUTANTS: set[str] = set()
+
+
+def state_after_every_input(kept: torch.Tensor, valid: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Both states stay where the verification pass left them: after the rejected drafts too."""
+    return valid, valid
+
+
+def conv_restored_recurrent_kept(kept: torch.Tensor, valid: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The conv state is cut back, the recurrent state is not: transformers' LinearAttentionCacheLayerMixin.crop
+    slices conv_states only."""
+    return kept, valid
+
+
+def state_one_input_late(kept: torch.Tensor, valid: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Resume from the slot one past the right one (an accepted count used where accepted - 1 was meant):
+    the first rejected draft stays folded in."""
+    late = torch.minimum(kept + 1, valid)
+    return late, late
+
+
+def _restoring_with(rule: Callable) -> CacheManager:
+    manager = CacheManager()
+    manager.recurrent_rule = rule  # type: ignore[method-assign]
+    return manager
+
+
+def recurrent_mutant(name: str) -> Callable[[Callable[[ModelBundle], MTPDecoder]], Callable[[ModelBundle], MTPDecoder]]:
+    """A mutant of the recurrent-state rollback: meaningful (and caught) only on a hybrid model."""
+    RECURRENT_MUTANTS.add(name)
+    return mutant(name, "invariants")
+
+
+@recurrent_mutant("recurrent-state-not-restored")
+def recurrent_state_not_restored(bundle: ModelBundle) -> MTPDecoder:
+    """Bug class 18 (a vLLM TPU PR: the state "silently kept the effect of rejected draft tokens"): after a
+    rejection the linear-attention layers keep the state the verification pass ended in."""
+    return MTPDecoder(bundle, cache_manager=_restoring_with(state_after_every_input))
+
+
+@recurrent_mutant("conv-restored-recurrent-kept")
+def conv_restored_recurrent_kept_mutant(bundle: ModelBundle) -> MTPDecoder:
+    """Bug class 18 (transformers 5.24 LinearAttentionCacheLayerMixin.crop): the conv state is rolled back,
+    the recurrent state keeps the rejected drafts."""
+    return MTPDecoder(bundle, cache_manager=_restoring_with(conv_restored_recurrent_kept))
+
+
+@recurrent_mutant("recurrent-state-one-late")
+def recurrent_state_one_late(bundle: ModelBundle) -> MTPDecoder:
+    """Bug class 18 (off-by-one state slot, the class of the TensorRT-LLM and TPU rollback-kernel fixes): the
+    state is restored to the snapshot one input after the last committed one."""
+    return MTPDecoder(bundle, cache_manager=_restoring_with(state_one_input_late))
+
+
 # --- stop-rule mutants ----------------------------------------------------------------------------------------
 def stop_at_eos_only_at_the_end(
     proposed: torch.Tensor, offered: torch.Tensor, remaining: torch.Tensor, eos_table: torch.Tensor

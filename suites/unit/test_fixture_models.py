@@ -9,7 +9,7 @@ import pytest
 
 from harness.paths import FIXTURE_MODELS
 
-FIXTURE_NAMES = ("tiny-deepseek-v3", "tiny-mtp-prefix", "tiny-mimo")
+FIXTURE_NAMES = ("tiny-deepseek-v3", "tiny-mtp-prefix", "tiny-mimo", "tiny-glm4-moe", "tiny-qwen3-next")
 
 MAX_BYTES = 10 * 1024 * 1024
 

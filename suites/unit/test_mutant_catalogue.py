@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from test_greedy_suite_catches_mutants import GREEDY_MUTANTS
+from test_hybrid_model import RECURRENT_STATE_MUTANTS
 from test_invariant_suite_catches_mutants import STATE_MUTANTS
 from test_position_mutants import CATCHING_CASE as POSITION_CATCHING_CASE
 from test_sampling_suite_catches_mutants import CATCHING_CASE
@@ -13,7 +14,7 @@ from harness.mutants import EXPECTED_VERDICT, MUTANTS, TARGET_SUITE
 
 PROVEN = {
     "greedy": set(GREEDY_MUTANTS),
-    "invariants": set(STATE_MUTANTS),
+    "invariants": {*STATE_MUTANTS, *RECURRENT_STATE_MUTANTS},
     "sampling": {*CATCHING_CASE, *POSITION_CATCHING_CASE},
 }
 

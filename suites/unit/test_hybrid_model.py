@@ -1,0 +1,89 @@
+"""The hybrid fixture (tiny-qwen3-next: Gated DeltaNet + full attention, MTP under mtp.*): the harness computes
+what transformers computes, and the invariant suite catches every recurrent-state rollback mutant."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM
+
+from harness.attention import EXACT_ATTENTION
+from harness.gated_deltanet import install_gated_deltanet_forward
+from harness.numerics import use_float64_arithmetic
+from harness.paths import FIXTURE_MODELS, SUITES
+from harness.teacher_forcing import target_forward
+
+pytest_plugins = ["pytester"]
+
+HYBRID = "tiny-qwen3-next"
+TEXT = "The for statement is used to iterate over the elements of a sequence"
+# mutant -> what the failure report must name (invariant 6, the recurrent state, in a linear-attention layer)
+RECURRENT_STATE_MUTANTS = {
+    "recurrent-state-not-restored": "*6 recurrent state broken in target layer 0 conv state*",
+    "conv-restored-recurrent-kept": "*6 recurrent state broken in target layer 0 recurrent state*",
+    "recurrent-state-one-late": "*6 recurrent state broken in target layer 0 conv state*",
+}
+
+
+def _transformers_model() -> torch.nn.Module:
+    return AutoModelForCausalLM.from_pretrained(
+        FIXTURE_MODELS / HYBRID,
+        dtype=torch.float64,
+        attn_implementation=EXACT_ATTENTION,
+        experts_implementation="eager",
+    )
+
+
+def test_the_fixture_is_a_hybrid_with_recurrent_layers_and_an_mtp_depth(fixture_bundle):
+    bundle = fixture_bundle(HYBRID)
+    assert type(bundle.target).__name__ == "Qwen3NextForCausalLM"
+    assert bundle.is_hybrid and bundle.layout.name == "mtp-prefix" and len(bundle.depths) == 1
+    assert bundle.config.layer_types == ["linear_attention", "full_attention"] * 2
+
+
+@torch.no_grad()
+def test_teacher_forced_logits_equal_transformers_forward_in_float64(fixture_bundle):
+    """transformers' Qwen3NextForCausalLM reading the same checkpoint, with the harness's float64 arithmetic
+    (its kernels and norms compute in float32), gives the harness's teacher-forced logits to 1e-10, whole
+    and as a prefill continued from its cache; with transformers' float32 kernels they differ by float32
+    rounding only."""
+    bundle = fixture_bundle(HYBRID)
+    ids = torch.tensor([bundle.tokenizer.encode(TEXT)])
+    _, ours = target_forward(bundle.target, ids)
+    model = _transformers_model()
+    use_float64_arithmetic(model)
+    float32_kernels = model(ids).logits
+    assert 1e-10 < float((float32_kernels - ours).abs().max()) < 1e-3
+    install_gated_deltanet_forward(model)
+    torch.testing.assert_close(model(ids).logits, ours, rtol=1e-10, atol=1e-10)
+    cache = bundle.new_target_cache()
+    split = ids.shape[1] // 2
+    first = model(ids[:, :split], cache=cache, use_cache=True).logits
+    rest = model(ids[:, split:], cache=cache, use_cache=True).logits
+    torch.testing.assert_close(torch.cat([first, rest], dim=1), ours, rtol=1e-10, atol=1e-10)
+
+
+def _invariant_run(pytester, decoder: str):
+    return pytester.runpytest_inprocess(
+        str(SUITES / "invariants" / "test_state_after_every_pass.py"),
+        "-m",
+        "invariants",
+        f"--model={HYBRID}",
+        f"--decoder={decoder}",
+        "-q",
+        "-k",
+        "batch and greedy and not sampling and (k1 or k3)",
+    )
+
+
+def test_the_correct_decoder_keeps_the_recurrent_state_of_the_committed_tokens(pytester):
+    result = _invariant_run(pytester, "mtp")
+    assert result.parseoutcomes().get("passed", 0) == 2, result.stdout.str()[-2000:]
+
+
+@pytest.mark.parametrize("mutant", RECURRENT_STATE_MUTANTS)
+def test_the_invariant_suite_catches_the_recurrent_state_mutant(pytester, mutant):
+    result = _invariant_run(pytester, f"mutant:{mutant}")
+    assert result.parseoutcomes().get("failed", 0) == 2, result.stdout.str()[-2000:]
+    result.stdout.fnmatch_lines(["*invariant violations over*", RECURRENT_STATE_MUTANTS[mutant]])
+    assert "Error" not in result.stdout.str(), "the mutant crashed instead of being caught"
