@@ -21,8 +21,13 @@ def enable_transformers_mtp(bundle: ModelBundle) -> PreTrainedModel:
 
     transformers looks for DeepSeek-V3 MTP weights only at layer 61 (`_keys_to_ignore_on_load_unexpected`);
     a checkpoint with another layer count needs the pattern pointed at its own MTP layers. transformers
-    has no weight mapping for the MiMo layout.
+    has no weight mapping for the MiMo layout, and no MTP for stateful (hybrid) models.
     """
+    if getattr(bundle.target, "_is_stateful", False):
+        raise TransformersMTPUnsupported(
+            f"transformers refuses MTP on stateful models: {type(bundle.target).__name__} has recurrent layers "
+            "(generation/utils.py: 'assisted generation is not supported with stateful models')"
+        )
     if bundle.layout.name == MIMO:
         raise TransformersMTPUnsupported(
             "transformers' MtpModel has no weight mapping for the MiMo layout (model.mtp_layers.*)"
