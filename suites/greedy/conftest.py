@@ -57,7 +57,10 @@ def greedy_references(
             sequence = torch.tensor([request.prompt_ids + result.token_ids], device=rescoring_bundle.device)
             _, logits = target_forward(rescoring_bundle.target, sequence)
             scored = logits[0, len(request.prompt_ids) - 1 : -1]  # the logits that chose each generated token
-            runner_up = scored.topk(2, dim=-1).indices[:, 1]
+            # the best token other than the reference's own: in bf16 the reference may have taken the precise
+            # model's runner-up at a near-tie, and that token, forced, would rightly be accepted
+            chosen = torch.tensor(result.token_ids, device=scored.device)[:, None]
+            runner_up = scored.scatter(-1, chosen, float("-inf")).argmax(dim=-1)
             references[prompt.id] = GreedyReference(
                 prompt,
                 request.prompt_ids,
@@ -119,26 +122,27 @@ def divergence_record(
 
 @pytest.fixture
 def check_tokens(bundle: ModelBundle, rescoring_bundle: ModelBundle, record_property):
-    """assert that a decoder's tokens equal the reference's; a bf16/fp16 near-tie is recorded, not failed.
-    The divergence is recorded for the report (pass the request to show its k and forced schedule)."""
+    """assert that a decoder's tokens equal the reference's; a bf16/fp16 near-tie is recorded, not failed,
+    and returned (what follows it may rightly differ). The divergence is recorded for the report (pass the
+    request to show its k and forced schedule)."""
 
     def check(
         reference: GreedyReference,
         result: DecodeResult,
         expected: tuple[int, ...] | None = None,
         request: DecodeRequest | None = None,
-    ) -> None:
+    ) -> Divergence | None:
         expected = reference.tokens if expected is None else expected
         divergence = classify(
             expected, result.token_ids, reference.margins, bundle.dtype, bundle.tokenizer.decode, reference.prompt_ids
         )
         if divergence is None:
-            return
+            return None
         record = divergence_record(divergence, reference, expected, result, request, rescoring_bundle)
         record_property("mtp_harness.divergence", json.dumps(record))
         if divergence.near_tie:
             warnings.warn(NearTieWarning(f"prompt {reference.prompt.id}: {divergence.describe()}"), stacklevel=2)
-            return
+            return divergence
         pytest.fail(f"prompt {reference.prompt.id}: {divergence.describe()}", pytrace=False)
 
     return check

@@ -16,19 +16,24 @@ pytestmark = pytest.mark.greedy
 K_VALUES = [1, 2, 3, 4]
 
 
-def check_forced_passes(reference, result, k, rejections, first=0, room=None):
+def check_forced_passes(reference, result, k, rejections, first=0, room=None, near_tie=None):
     """Each pass starts where the schedule says, and rejects exactly at the forced position (a decoder that
     drafts from position `first` on makes single-token passes without drafts before it). `room`: output
     positions the request can reach (before the context end or max_new_tokens); a pass whose k drafts and
     bonus token would reach it may draft fewer (drafts past the end are wasted, as transformers' draft model
-    knows), so a forced position there may go unproposed."""
+    knows), so a forced position there may go unproposed. `near_tie`: a bf16/fp16 near-tie divergence
+    (check_tokens); only the passes that end before it are checked."""
     expected = expected_steps(len(reference.tokens), k, rejections, first)
-    actual = [(s.start, len(s.emitted)) for s in result.steps]
+    steps = list(result.steps)
+    if near_tie is not None:
+        expected = [e for e in expected if e.start + e.emitted <= near_tie.index]
+        steps = [s for s in steps if s.start + len(s.emitted) <= near_tie.index]
+    actual = [(s.start, len(s.emitted)) for s in steps]
     assert actual == [(e.start, e.emitted) for e in expected], (
         f"prompt {reference.prompt.id}, k={k}, rejections at {sorted(rejections)}: passes (start, emitted) "
         f"{actual} != expected {[(e.start, e.emitted) for e in expected]}"
     )
-    for step, plan in zip(result.steps, expected, strict=True):
+    for step, plan in zip(steps, expected, strict=True):
         if plan.rejected_at is None:
             continue
         index = plan.rejected_at - plan.start
@@ -58,8 +63,9 @@ def run_forced(decoder, bundle, reference, check_tokens, k, rejections):
         num_draft_tokens=k, forced_drafts=forced_drafts(reference.tokens, reference.runner_up, rejections)
     )
     [result] = decoder.decode([request])
-    check_tokens(reference, result, request=request)
-    check_forced_passes(reference, result, k, set(rejections), drafts_from(decoder), context_room(bundle, reference))
+    near_tie = check_tokens(reference, result, request=request)
+    room = context_room(bundle, reference)
+    check_forced_passes(reference, result, k, set(rejections), drafts_from(decoder), room, near_tie)
 
 
 @pytest.fixture(scope="session")
@@ -104,8 +110,9 @@ def test_forced_rejections_keep_the_reference(
     request = reference.request(
         num_draft_tokens=k, forced_drafts=forced_drafts(reference.tokens, reference.runner_up, rejections)
     )
-    check_tokens(reference, result, request=request)
-    check_forced_passes(reference, result, k, set(rejections), drafts_from(decoder), context_room(bundle, reference))
+    near_tie = check_tokens(reference, result, request=request)
+    room = context_room(bundle, reference)
+    check_forced_passes(reference, result, k, set(rejections), drafts_from(decoder), room, near_tie)
 
 
 @pytest.mark.parametrize("k", K_VALUES, ids=[f"k{k}" for k in K_VALUES])
