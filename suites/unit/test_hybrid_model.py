@@ -9,6 +9,7 @@ from transformers import AutoModelForCausalLM
 
 from harness.attention import EXACT_ATTENTION
 from harness.gated_deltanet import install_gated_deltanet_forward
+from harness.models import checkpoint_is_hybrid
 from harness.numerics import use_float64_arithmetic
 from harness.paths import FIXTURE_MODELS, SUITES
 from harness.teacher_forcing import target_forward
@@ -32,6 +33,13 @@ def _transformers_model() -> torch.nn.Module:
         attn_implementation=EXACT_ATTENTION,
         experts_implementation="eager",
     )
+
+
+def test_only_a_hybrid_checkpoint_reads_as_one_without_loading_it(tmp_path):
+    """`mtp-harness mutants` runs the recurrent-state mutants only where they can break something."""
+    assert checkpoint_is_hybrid(FIXTURE_MODELS / HYBRID)
+    assert not any(checkpoint_is_hybrid(FIXTURE_MODELS / name) for name in ("tiny-mimo", "tiny-deepseek-v3"))
+    assert not checkpoint_is_hybrid(tmp_path)  # no config.json: not a hybrid (loading reports it, not this)
 
 
 def test_the_fixture_is_a_hybrid_with_recurrent_layers_and_an_mtp_depth(fixture_bundle):
