@@ -56,9 +56,8 @@ class Violation:
 class FreshState:
     """What a target-only computation gives for a committed prefix t_0..t_{L-1}."""
 
-    target_cache: tuple[
-        tuple[torch.Tensor, ...], ...
-    ]  # per layer, (keys, values) over positions 0..L-2; () if recurrent
+    # per layer, (keys, values) over positions 0..L-2; () for a recurrent layer (its state is in `recurrent`)
+    target_cache: tuple[tuple[torch.Tensor, ...], ...]
     hidden: tuple[torch.Tensor, ...]  # per level e: h^e [n_e, H], index i at row i
     depth_cache: tuple[tuple[torch.Tensor, torch.Tensor] | None, ...]  # depth d (1-based): positions d..
     next_logits: torch.Tensor  # [V]
@@ -146,7 +145,8 @@ def check_snapshot(bundle: ModelBundle, snapshot: PassSnapshot, previous_length:
         for layer, (view, expected) in enumerate(zip(snapshot.target_cache, fresh.target_cache, strict=False)):
             if len(view) != len(expected):
                 violation("2 target cache contents", f"target layer {layer}", detail="holds no KV entries")
-            if len(view) != len(expected) or not view:  # () for a recurrent layer: checked in 6
+                continue
+            if not view:  # a recurrent layer: checked in 6
                 continue
             for name, ours, theirs in zip(("keys", "values"), view, expected, strict=True):
                 difference, at = _largest(ours, theirs)
