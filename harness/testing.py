@@ -29,15 +29,15 @@ from pathlib import Path
 
 import pytest
 
-from harness.budget import BUDGETS, DEFAULT_BUDGET
-from harness.errors import HarnessError
-from harness.invocation import suites_pytest
-from harness.paths import DEFAULT_MODEL, REPORTS, SUITES
+from harness.contract.budget import BUDGETS, DEFAULT_BUDGET
+from harness.contract.errors import HarnessError
+from harness.contract.invocation import suites_pytest
+from harness.contract.paths import DEFAULT_MODEL, REPORTS, SUITES
+from harness.contract.records import RECORD_PREFIX
 
 CHECK_SUITES = ("greedy", "invariants", "sampling")
 PASSING_OUTCOMES = ("passed", "near-tie")
-RECORD_PREFIX = "mtp_harness."
-RECORD_KEYS = ("divergence", "sampling", "invariants", "params")
+RECORD_KEYS = ("divergence", "sampling", "invariants", "params")  # what a check carries into its caller's report
 
 
 class ChecksUnavailable(HarnessError):
@@ -150,7 +150,7 @@ class HarnessCheck:
         pytest.fail(f"{self.nodeid} {outcome}:\n{message}", pytrace=False)
 
     def user_properties(self) -> list[tuple[str, str]]:
-        """The check's records as the user properties harness.recorder reads (for the caller's own report)."""
+        """The check's records as the user properties harness.plugin.recorder reads (for the caller's own report)."""
         record = self.record or {}
         return [(RECORD_PREFIX + key, json.dumps(record[key])) for key in RECORD_KEYS if record.get(key)]
 

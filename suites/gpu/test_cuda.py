@@ -14,13 +14,12 @@ from dataclasses import replace
 import pytest
 import torch
 
-from harness.api import DecodeRequest, DecodeResult, SamplingConfig
-from harness.divergence import Divergence, NearTieWarning, classify, top2_margins
-from harness.models import ModelBundle
-from harness.plugin import bundle_for
-from harness.prompts import Prompt, load_prompts
-from harness.registry import make_decoder
-from harness.teacher_forcing import target_forward
+from harness.checks.divergence import Divergence, NearTieWarning, classify, top2_margins
+from harness.contract.decoder import DecodeRequest, DecodeResult, SamplingConfig
+from harness.models.loading import ModelBundle, bundle_for
+from harness.models.prompts import Prompt, load_prompts
+from harness.models.teacher_forcing import target_forward
+from harness.subjects.registry import make_decoder
 
 pytestmark = [
     pytest.mark.gpu,
@@ -135,8 +134,8 @@ def check_seeded_sampling_is_reproducible_and_batch_independent(device: str, dec
 
 
 def test_a_cuda_generator_replays_its_seed_on_the_device():
-    from harness.sampling import uniforms
-    from harness.seeds import generator
+    from harness.contract.seeds import generator
+    from harness.decoding.sampling import uniforms
 
     drawn = uniforms([generator(7, DEVICE), generator(8, DEVICE)], 4)
     assert drawn.device.type == "cuda"

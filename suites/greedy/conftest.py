@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
-import json
 import warnings
 from dataclasses import dataclass
 
 import pytest
 import torch
 
-from harness.api import DecodeRequest, DecodeResult
-from harness.divergence import Divergence, NearTieWarning, classify, top2_margins
-from harness.models import ModelBundle
-from harness.plugin import bundle_for
-from harness.prompts import Prompt
-from harness.target_decoder import TargetOnlyDecoder
-from harness.teacher_forcing import target_forward
+from harness.checks.divergence import Divergence, NearTieWarning, classify, top2_margins
+from harness.contract.decoder import DecodeRequest, DecodeResult
+from harness.contract.records import DivergenceRecord, attach_record
+from harness.decoding.target_decoder import TargetOnlyDecoder
+from harness.models.loading import ModelBundle, bundle_for
+from harness.models.prompts import Prompt
+from harness.models.teacher_forcing import target_forward
 
 
 @dataclass(frozen=True)
@@ -87,7 +86,7 @@ def divergence_record(
     result: DecodeResult,
     request: DecodeRequest | None,
     rescoring_bundle: ModelBundle,
-) -> dict:
+) -> DivergenceRecord:
     """Everything the report shows about one divergence: both sequences as (id, text), the target's top
     tokens at the divergent index (re-scored), the forced schedule and the decoder's per-pass trace."""
     decode = rescoring_bundle.tokenizer.decode
@@ -100,7 +99,7 @@ def divergence_record(
         "prompt_id": reference.prompt.id,
         "dtype": str(rescoring_bundle.dtype).removeprefix("torch."),
         "num_draft_tokens": request.num_draft_tokens if request else None,
-        # the request itself, for shrinking and the reproducer (harness/shrink.py, harness/reproducer.py)
+        # the request itself, for shrinking and the reproducer (harness/triage/shrink.py, harness/triage/reproducer.py)
         "prompt_ids": list(request.prompt_ids) if request else None,
         "max_new_tokens": request.max_new_tokens if request else None,
         "eos_token_ids": list(request.eos_token_ids) if request else None,
@@ -139,7 +138,7 @@ def check_tokens(bundle: ModelBundle, rescoring_bundle: ModelBundle, record_prop
         if divergence is None:
             return None
         record = divergence_record(divergence, reference, expected, result, request, rescoring_bundle)
-        record_property("mtp_harness.divergence", json.dumps(record))
+        attach_record(record_property, "divergence", record)
         if divergence.near_tie:
             warnings.warn(NearTieWarning(f"prompt {reference.prompt.id}: {divergence.describe()}"), stacklevel=2)
             return divergence

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.api import DecodeRequest, drafts_from
+from harness.contract.decoder import DecodeRequest, drafts_from
 
 pytestmark = pytest.mark.greedy
 

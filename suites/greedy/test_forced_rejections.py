@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.api import drafts_from
-from harness.schedules import SCHEDULES, expected_steps, forced_drafts, scheduled_rejections
+from harness.checks.schedules import SCHEDULES, expected_steps, forced_drafts, scheduled_rejections
+from harness.contract.decoder import drafts_from
 
 pytestmark = pytest.mark.greedy
 

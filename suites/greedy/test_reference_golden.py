@@ -8,7 +8,7 @@ import json
 import pytest
 import torch
 
-from harness.paths import DEFAULT_MODEL, GOLDEN
+from harness.contract.paths import DEFAULT_MODEL, GOLDEN
 
 pytestmark = pytest.mark.greedy
 

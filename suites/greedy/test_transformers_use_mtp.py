@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from harness.transformers_mtp import TransformersMTPUnsupported, enable_transformers_mtp
+from harness.subjects.transformers.use_mtp import TransformersMTPUnsupported, enable_transformers_mtp
 
 pytestmark = pytest.mark.greedy
 

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from harness.api import DecodeRequest, PassSnapshot
-from harness.invariants import Violation, decode_inspected
+from harness.checks.invariants import Violation, decode_inspected
+from harness.contract.decoder import DecodeRequest, PassSnapshot
+from harness.contract.records import InvariantsRecord, RequestRecord, ViolationRecord, attach_record
 
 INVARIANT_PROMPTS = ["natural-01", "natural-05", "code-03", "repetitive-02", "soup-02", "eos-01", "long-01", "code-06"]
 
@@ -38,7 +37,7 @@ def assert_clean(record_property, inspect):
     are recorded for the report, with the request of the first: failure triage shrinks it)."""
 
     def check(violations: list[Violation], snapshots: list[PassSnapshot]) -> None:
-        record = {
+        record: InvariantsRecord = {
             "passes": len(snapshots),
             # hybrid models: (conv, recurrent) state pairs of linear-attention layers checked (invariant 6)
             "recurrent_checks": sum(len(snapshot.target_recurrent) for snapshot in snapshots),
@@ -46,7 +45,7 @@ def assert_clean(record_property, inspect):
         }
         if violations and violations[0].request_index < len(inspect.last_requests):
             record["first_request"] = request_record(inspect.last_requests[violations[0].request_index])
-        record_property("mtp_harness.invariants", json.dumps(record))
+        attach_record(record_property, "invariants", record)
         _assert_no_violations(violations, snapshots)
 
     return check
@@ -55,8 +54,8 @@ def assert_clean(record_property, inspect):
 MAX_RECORDED = 200
 
 
-def request_record(request: DecodeRequest) -> dict:
-    """A request as plain data (harness/shrink.py RequestCase.from_request reads it back)."""
+def request_record(request: DecodeRequest) -> RequestRecord:
+    """A request as plain data (harness/triage/shrink.py RequestCase.from_request reads it back)."""
     return {
         "prompt_ids": list(request.prompt_ids),
         "max_new_tokens": request.max_new_tokens,
@@ -71,7 +70,7 @@ def request_record(request: DecodeRequest) -> dict:
     }
 
 
-def violation_record(violation: Violation) -> dict:
+def violation_record(violation: Violation) -> ViolationRecord:
     return {
         "request": violation.request_index,
         "pass": violation.pass_index,

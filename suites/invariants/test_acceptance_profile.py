@@ -3,13 +3,12 @@ drafts per pass, per-depth acceptance, head cost, head fidelity) is recorded for
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from harness.acceptance_profile import head_fidelity, pass_statistics
-from harness.api import DecodeRequest
-from harness.bench import head_cost_ratio
+from harness.checks.acceptance_profile import head_fidelity, pass_statistics
+from harness.commands.bench import head_cost_ratio
+from harness.contract.decoder import DecodeRequest
+from harness.contract.records import attach_record
 
 pytestmark = pytest.mark.invariants
 
@@ -50,5 +49,5 @@ def test_every_pass_accounts_for_its_tokens(decoder, bundle, prompts, require, r
     profile["head_cost_vs_verify"] = head_cost_ratio(bundle, list(requests[0].prompt_ids), 8, PROFILE_K)
     sequences = [r.prompt_ids + res.token_ids for r, res in zip(requests, results, strict=True)]
     profile["head_fidelity"] = head_fidelity(bundle, sequences)
-    record_property("mtp_harness.acceptance", json.dumps(profile))
+    attach_record(record_property, "acceptance", profile)
     assert profile["passes"] > 0

@@ -10,8 +10,8 @@ import json
 
 import pytest
 
-from harness.api import DecodeRequest, drafter
-from harness.mtp_decoder import MTPDecoder
+from harness.contract.decoder import DecodeRequest, drafter
+from harness.decoding.mtp_decoder import MTPDecoder
 
 pytestmark = pytest.mark.invariants
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.api import DecodeRequest, SamplingConfig
+from harness.contract.decoder import DecodeRequest, SamplingConfig
 
 pytestmark = pytest.mark.invariants
 

@@ -1,12 +1,12 @@
 """After every verification pass (natural and forced rejections, k = 1..4, greedy and sampling, batched
 and alone), the target cache, each MTP depth's cache and carried hidden state, the position ids and the
-next-token logits equal a fresh target-only computation on the committed tokens (harness/invariants.py)."""
+next-token logits equal a fresh target-only computation on the committed tokens (harness/checks/invariants.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from harness.api import DecodeRequest, SamplingConfig
+from harness.contract.decoder import DecodeRequest, SamplingConfig
 
 pytestmark = pytest.mark.invariants
 

@@ -4,16 +4,12 @@ FAMILY_ALPHA. The family is the cases selected in this session, computed once, o
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 from dataclasses import dataclass
 
 import pytest
 
-from harness.api import cannot_serve
-from harness.budget import BUDGETS
-from harness.sampling_cases import (
-    KV_BLOCK,
+from harness.checks.sampling_cases import (
     PIT_LENGTH,
     LawOutcome,
     PitOutcome,
@@ -24,8 +20,13 @@ from harness.sampling_cases import (
     run_law_case,
     run_pit_case,
 )
-from harness.stats import FAMILY_ALPHA, POWER, holm, ks_sample_size, min_detectable_tv, sample_size
-from harness.target_law import OTHER
+from harness.contract.budget import BUDGETS
+from harness.contract.decoder import cannot_serve
+from harness.contract.records import PositionRecord, SamplingRecord, attach_record
+from harness.decoding.slots import KV_BLOCK
+from harness.stats.multiple_testing import FAMILY_ALPHA, holm
+from harness.stats.power import POWER, ks_sample_size, min_detectable_tv, sample_size
+from harness.stats.target_law import OTHER
 
 CASES = {case.id: case for case in case_grid()}
 
@@ -198,12 +199,12 @@ def cell_label(cell: tuple, decode) -> str:
     return " · ".join(repr(decode([token])) for token in cell)
 
 
-def sampling_record(result: FamilyResult, case_id: str, decode) -> dict:
+def sampling_record(result: FamilyResult, case_id: str, decode) -> SamplingRecord:
     """The structured record of one case for the report (schema 1, `sampling`)."""
     outcome = result.outcome
     law = isinstance(outcome, LawOutcome)
     tests = ("chi-square", "G") if law else pit_test_names()
-    record = {
+    record: SamplingRecord = {
         "case_id": case_id,
         "kind": "law" if law else "pit",
         "n": outcome.fit.n if law else outcome.test.n,
@@ -235,7 +236,7 @@ def sampling_record(result: FamilyResult, case_id: str, decode) -> dict:
     return record
 
 
-def position_records(result: FamilyResult) -> list[dict]:
+def position_records(result: FamilyResult) -> list[PositionRecord]:
     """Per output position of a PIT case: KS and log-likelihood p-values (raw and adjusted), the side u moved
     to, Z, and what the position is."""
     outcome, raw, adjusted = result.outcome, result.raw, result.adjusted
@@ -258,7 +259,7 @@ def position_records(result: FamilyResult) -> list[dict]:
 def assert_case_passes(result: FamilyResult, record_property, case_id: str = "", decode=None) -> None:
     record_property("sampling", describe(result))
     if decode is not None:
-        record_property("mtp_harness.sampling", json.dumps(sampling_record(result, case_id, decode)))
+        attach_record(record_property, "sampling", sampling_record(result, case_id, decode))
     if min(result.adjusted) <= FAMILY_ALPHA:
         pytest.fail(
             f"rejected at family-wise alpha {FAMILY_ALPHA} ({result.adjustment} over {round(FAMILY_ALPHA / result.alpha_per_test)} p-values): {describe(result)}",

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from harness.sampling_cases import PIT_LENGTH, case_grid, pit_test_names, run_law_case, run_pit_case
-from harness.stats import uniformity
+from harness.checks.sampling_cases import PIT_LENGTH, case_grid, pit_test_names, run_law_case, run_pit_case
+from harness.stats.uniformity import uniformity
 
 pytestmark = [pytest.mark.sampling, pytest.mark.slow, pytest.mark.xdist_group("sampling")]
 

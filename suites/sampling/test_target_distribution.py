@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.sampling_cases import case_grid
+from harness.checks.sampling_cases import case_grid
 
 pytestmark = [pytest.mark.sampling, pytest.mark.xdist_group("sampling")]
 

@@ -11,9 +11,8 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from harness.models import ModelBundle
-from harness.paths import FIXTURE_MODELS
-from harness.plugin import bundle_for
+from harness.contract.paths import FIXTURE_MODELS
+from harness.models.loading import ModelBundle, bundle_for
 
 TensorEdit = Callable[[dict[str, torch.Tensor]], dict[str, torch.Tensor]]
 

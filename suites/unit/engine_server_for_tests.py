@@ -5,9 +5,9 @@ misbehaves the way its configuration's "mode" asks."""
 import json
 import sys
 
-from harness.engines.wire import PROTOCOL, parse_request, result_message
-from harness.models import load_bundle
-from harness.mtp_decoder import MTPDecoder
+from harness.decoding.mtp_decoder import MTPDecoder
+from harness.models.loading import load_bundle
+from harness.subjects.engines.wire import PROTOCOL, parse_request, result_message
 
 
 def main() -> None:

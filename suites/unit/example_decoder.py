@@ -10,9 +10,7 @@ from collections.abc import Sequence
 
 import torch
 
-from harness.api import DecodeRequest, DecodeResult
-from harness.models import ModelBundle
-from harness.mtp_decoder import MTPDecoder
+from harness.api import DecodeRequest, DecodeResult, ModelBundle, MTPDecoder
 
 
 class CountingDecoder:

@@ -17,8 +17,14 @@ from collections.abc import Callable
 import pytest
 import torch
 
-from harness.acceptance import acceptance_probability, accepted_prefix, greedy_accept, residual, speculative_accept
-from harness.sampling import sample_from
+from harness.decoding.acceptance import (
+    acceptance_probability,
+    accepted_prefix,
+    greedy_accept,
+    residual,
+    speculative_accept,
+)
+from harness.decoding.sampling import sample_from
 
 V = 4
 TOLERANCE = 1e-12
@@ -181,7 +187,7 @@ def test_greedy_accept_takes_the_argmax_prefix_and_the_targets_token_after_it():
 
 
 def test_the_exact_law_separates_biased_mutant_rules_from_a_merely_slower_one():
-    from harness.mutants import _speculative_with, drop_the_bonus
+    from harness.subjects.mutants import _speculative_with, drop_the_bonus
 
     models = ToyModels(seed=5, **CASES["dense p and q"])
     truth = target_law(models, 3)

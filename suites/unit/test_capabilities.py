@@ -6,9 +6,9 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from harness.api import cannot_serve, served_values
-from harness.errors import HarnessError
-from harness.sampling_cases import case_grid
+from harness.checks.sampling_cases import case_grid
+from harness.contract.decoder import cannot_serve, served_values
+from harness.contract.errors import HarnessError
 
 
 @dataclass

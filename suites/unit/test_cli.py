@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from harness.cli import build_parser, main, pytest_command
+from harness.commands.cli import build_parser, main, pytest_command
 
 
 def test_run_builds_a_reproducible_pytest_command(tmp_path):
@@ -29,7 +29,7 @@ def test_bench_reports_throughput_acceptance_and_head_cost_as_json(capsys):
 
 
 def test_the_catalogue_table_scores_caught_mutants_and_requires_the_controls_to_pass(tmp_path):
-    from harness.mutation_run import catalogue_table, format_table, run_catalogue
+    from harness.mutation.catalogue import catalogue_table, format_table, run_catalogue
 
     decoders = ["mtp", "mutant:commit-heads-unverified", "mutant:no-bonus"]
     options = ["-k", "natural_drafts_reproduce"]  # a slice of the greedy suite keeps this test short
@@ -45,8 +45,8 @@ def test_the_catalogue_table_scores_caught_mutants_and_requires_the_controls_to_
 
 
 def test_the_nightly_job_runs_suites_then_catalogue_at_its_budget_and_merges_the_reports(tmp_path):
-    from harness.nightly import catalogue_arguments, merge_catalogue, suites_command
-    from harness.report import write_report
+    from harness.commands.nightly import catalogue_arguments, merge_catalogue, suites_command
+    from harness.report.render import write_report
 
     command = suites_command("smoke", "mtp", "tiny-mimo", "cpu", "float32", 2, tmp_path / "run")
     assert "--harness-budget=smoke" in command and "--dtype=float32" in command
@@ -73,7 +73,7 @@ def test_the_nightly_job_runs_suites_then_catalogue_at_its_budget_and_merges_the
         "command": "c",
         "workers": 0,
     }
-    write_report({"schema": 1, "run": run, "cases": [], "acceptance": None, "mutants": None}, tmp_path / "run")
+    write_report({"schema": 1, "run": run, "cases": [], "groups": [], "acceptance": None, "mutants": None}, tmp_path / "run")
     table = {
         "mode": "first catch",
         "suites": ["greedy"],
@@ -84,14 +84,14 @@ def test_the_nightly_job_runs_suites_then_catalogue_at_its_budget_and_merges_the
         "elapsed_s": 1.0,
         "efficiency": None,
     }
-    write_report({"schema": 1, "run": run, "cases": [], "acceptance": None, "mutants": table}, tmp_path / "cat")
+    write_report({"schema": 1, "run": run, "cases": [], "groups": [], "acceptance": None, "mutants": table}, tmp_path / "cat")
     merge_catalogue(tmp_path / "run", tmp_path / "cat")
     assert json.loads((tmp_path / "run" / "results.json").read_text())["mutants"]["mode"] == "first catch"
 
 
 def test_run_with_the_mutants_suite_hands_the_catalogue_every_option_it_reads(monkeypatch):
-    import harness.catalogue_command as catalogue_command
-    import harness.cli as cli
+    import harness.commands.cli as cli
+    import harness.commands.mutants as catalogue_command
 
     received = {}
     monkeypatch.setattr(catalogue_command, "run", lambda args: received.setdefault("args", args) and 0)
@@ -105,7 +105,7 @@ def test_run_with_the_mutants_suite_hands_the_catalogue_every_option_it_reads(mo
 
 
 def test_the_run_summary_counts_expected_failures_apart_from_skips(tmp_path):
-    from harness.cli import format_summary, summarize
+    from harness.commands.cli import format_summary, summarize
 
     junit = tmp_path / "junit.xml"
     junit.write_text(

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from harness.divergence import NEAR_TIE_TOLERANCE, classify, first_divergence
-from harness.schedules import expected_steps, forced_drafts, scheduled_rejections
+from harness.checks.divergence import NEAR_TIE_TOLERANCE, classify, first_divergence
+from harness.checks.schedules import expected_steps, forced_drafts, scheduled_rejections
 
 
 def decode(ids):

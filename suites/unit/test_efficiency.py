@@ -8,7 +8,7 @@ import math
 import numpy as np
 from scipy import stats
 
-from harness.efficiency import first_rejection, ideal_sample_sizes, prefix_lengths
+from harness.mutation.efficiency import first_rejection, ideal_sample_sizes, prefix_lengths
 
 
 def test_the_likelihood_ratio_ideal_matches_the_two_point_formula():

@@ -1,4 +1,4 @@
-"""The out-of-process engine machinery (harness/engines/process.py, wire.py) against a wire-format server that
+"""The out-of-process engine machinery (harness/subjects/engines/process.py, wire.py) against a wire-format server that
 decodes with the harness's own MTPDecoder, and against servers that fail in the ways real engines do."""
 
 from __future__ import annotations
@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from harness.api import DecodeRequest, SamplingConfig
-from harness.engines.process import EngineError, EnginePool, EngineProcess
-from harness.engines.wire import EngineProtocolError, parse_result, request_message, result_message
-from harness.mtp_decoder import MTPDecoder
-from harness.paths import FIXTURE_MODELS
+from harness.contract.decoder import DecodeRequest, SamplingConfig
+from harness.contract.paths import FIXTURE_MODELS
+from harness.decoding.mtp_decoder import MTPDecoder
+from harness.subjects.engines.process import EngineError, EnginePool, EngineProcess
+from harness.subjects.engines.wire import EngineProtocolError, parse_result, request_message, result_message
 
 SERVER = Path(__file__).with_name("engine_server_for_tests.py")
 MODEL = FIXTURE_MODELS / "tiny-mtp-prefix"
@@ -34,7 +34,7 @@ def requests(bundle):
 
 @pytest.fixture(scope="module")
 def prefix_bundle():
-    from harness.plugin import bundle_for
+    from harness.models.loading import bundle_for
 
     return bundle_for(str(MODEL), "cpu", "float64")
 

@@ -13,8 +13,8 @@ import sys
 
 import pytest
 
-from harness.invocation import suites_pytest
-from harness.paths import SUITES
+from harness.contract.invocation import suites_pytest
+from harness.contract.paths import SUITES
 
 # Each mutant with the slice of its suite that catches it: the failure is the same in every case of a slice, so
 # a correct triage shows one to three causes however many cases fail. Forced rejections (k = 1, every

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from harness.engines.vllm_findings import VLLM_FINDINGS
-from harness.findings import Finding, known_failures, suite_relative
+from harness.subjects.engines.vllm_findings import VLLM_FINDINGS
+from harness.subjects.findings import Finding, known_failures, suite_relative
 
 FINDING = Finding(
     slug="x-bug",
@@ -44,7 +44,7 @@ def test_node_ids_are_matched_wherever_the_suites_live():
 
 
 def test_every_vllm_finding_has_its_write_up_and_reproducer():
-    from harness.paths import REPO_ROOT
+    from harness.contract.paths import REPO_ROOT
 
     for finding in VLLM_FINDINGS:
         document = REPO_ROOT / finding.document

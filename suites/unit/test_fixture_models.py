@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from harness.paths import FIXTURE_MODELS
+from harness.contract.paths import FIXTURE_MODELS
 
 FIXTURE_NAMES = ("tiny-deepseek-v3", "tiny-mtp-prefix", "tiny-mimo", "tiny-glm4-moe", "tiny-qwen3-next")
 

@@ -7,12 +7,12 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from harness.attention import EXACT_ATTENTION
-from harness.gated_deltanet import install_gated_deltanet_forward
-from harness.models import checkpoint_is_hybrid
-from harness.numerics import use_float64_arithmetic
-from harness.paths import FIXTURE_MODELS, SUITES
-from harness.teacher_forcing import target_forward
+from harness.contract.paths import FIXTURE_MODELS, SUITES
+from harness.models.attention import EXACT_ATTENTION
+from harness.models.gated_deltanet import install_gated_deltanet_forward
+from harness.models.loading import checkpoint_is_hybrid
+from harness.models.numerics import use_float64_arithmetic
+from harness.models.teacher_forcing import target_forward
 
 pytest_plugins = ["pytester"]
 

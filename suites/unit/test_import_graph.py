@@ -1,6 +1,14 @@
-"""Imports inside the harness flow one way: no module reaches itself through others, counting imports made
-inside functions and by importlib.import_module (a registry that imports its registrants, which import it
-back, is a cycle even when one side imports lazily)."""
+"""Imports inside the harness flow one way.
+
+Between subpackages: each may import only the subpackages below it in LAYERS (and itself); the pytest side
+(harness.plugin) and the command line (harness.commands) sit on top, side by side, and neither imports the
+other. The public facade harness.api and harness.testing are for users: no harness module imports harness.api,
+and only the pytest side imports harness.testing.
+
+Inside everything: no module reaches itself through others, counting imports made inside functions and by
+importlib.import_module (a registry that imports its registrants, which import it back, is a cycle even when
+one side imports lazily).
+"""
 
 from __future__ import annotations
 
@@ -8,9 +16,29 @@ import ast
 from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 
+import pytest
+
 import harness
 
 PACKAGE = Path(harness.__file__).parent
+
+# lowest first; a subpackage may import those before it
+LAYERS = (
+    "contract",
+    "models",
+    "decoding",
+    "stats",
+    "checks",
+    "triage",
+    "subjects",
+    "mutation",
+    "report",
+    "plugin",  # the pytest side: plugin, recorder, progress (and harness.testing)
+    "commands",
+)
+SIDE_BY_SIDE = {frozenset({"plugin", "commands"})}  # the top two do not import each other
+FACADES = {"harness.api": LAYERS.index("decoding"), "harness.testing": LAYERS.index("contract")}
+IMPORTERS_OF_TESTING = {"plugin"}
 
 
 def module_name(path: Path) -> str:
@@ -34,7 +62,7 @@ def harness_imports(path: Path, known: set[str]) -> set[str]:
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom) and node.module:
             found.add(node.module)
-            found |= {f"{node.module}.{alias.name}" for alias in node.names}  # from harness import catalogue_command
+            found |= {f"{node.module}.{alias.name}" for alias in node.names}  # from harness.report import charts
         elif isinstance(node, ast.Import):
             found |= {alias.name for alias in node.names}
         elif is_import_module_call(node):
@@ -42,12 +70,76 @@ def harness_imports(path: Path, known: set[str]) -> set[str]:
     return (found & known) - {"harness", module_name(path)}
 
 
-def test_harness_modules_import_each_other_without_cycles():
+def import_graph() -> dict[str, set[str]]:
     paths = [path for path in PACKAGE.rglob("*.py") if "suites" not in path.relative_to(PACKAGE).parts]
     known = {module_name(path) for path in paths}
-    graph = {module_name(path): harness_imports(path, known) for path in paths}
+    return {module_name(path): harness_imports(path, known) for path in paths}
+
+
+def subpackage(module: str) -> str:
+    """harness.models.loading -> models; a top-level module (harness.api) is its own name."""
+    return module.split(".")[1] if module.count(".") >= 1 else module
+
+
+def layer_violations(graph: dict[str, set[str]]) -> list[str]:
+    """Imports against the order of LAYERS, into a facade, or between the top two."""
+    found = []
+    for module, imports in sorted(graph.items()):
+        if module == "harness":
+            continue
+        home = subpackage(module)
+        for imported in sorted(imports):
+            target = subpackage(imported)
+            if imported == "harness.api":
+                found.append(f"{module} imports the public facade harness.api (import what it re-exports instead)")
+            elif imported == "harness.testing" and home not in IMPORTERS_OF_TESTING:
+                found.append(f"{module} imports harness.testing (only the pytest side may)")
+            elif module in FACADES:
+                if target in LAYERS and LAYERS.index(target) > FACADES[module]:
+                    found.append(f"{module} imports {imported}, above what it may re-export")
+            elif home not in LAYERS:
+                found.append(f"{module} is in no subpackage of LAYERS")
+            elif target in LAYERS and home != target:
+                if frozenset({home, target}) in SIDE_BY_SIDE:
+                    found.append(f"{module} imports {imported}: {home} and {target} sit side by side")
+                elif LAYERS.index(target) > LAYERS.index(home):
+                    found.append(f"{module} ({home}) imports {imported} ({target}), a subpackage above it")
+    return found
+
+
+def test_harness_modules_import_each_other_without_cycles():
+    graph = import_graph()
     assert sum(map(len, graph.values())) > 50, "the import graph came out nearly empty: the parser is wrong"
     try:
         TopologicalSorter(graph).prepare()
     except CycleError as error:
         raise AssertionError(f"import cycle: {' -> '.join(error.args[1])}") from None
+
+
+def test_subpackages_import_only_the_subpackages_below_them():
+    graph = import_graph()
+    assert {subpackage(m) for m in graph if m.count(".") >= 1} - {"api", "testing"} == set(LAYERS), (
+        "LAYERS names every subpackage of harness"
+    )
+    assert layer_violations(graph) == []
+
+
+@pytest.mark.parametrize(
+    ("module", "imported", "complaint"),
+    [
+        ("harness.models.loading", "harness.plugin.fixtures", "a subpackage above it"),
+        ("harness.commands.cli", "harness.plugin.recorder", "side by side"),
+        ("harness.report.render", "harness.api", "public facade"),
+        ("harness.subjects.mutants", "harness.testing", "only the pytest side"),
+    ],
+)
+def test_the_layer_rule_names_an_import_against_the_order(module, imported, complaint):
+    [violation] = layer_violations({module: {imported}})
+    assert complaint in violation and module in violation
+
+
+def test_every_subpackage_says_what_it_holds_and_what_it_may_import():
+    for name in LAYERS:
+        doc = ast.get_docstring(ast.parse((PACKAGE / name / "__init__.py").read_text())) or ""
+        assert "Imports:" in doc or name == "plugin", f"harness/{name}/__init__.py: no 'Imports:' line"
+        assert len(doc.split()) >= 25, f"harness/{name}/__init__.py: its docstring does not say what lives there"

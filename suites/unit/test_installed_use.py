@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.paths import REPO_ROOT
+from harness.contract.paths import REPO_ROOT
 from harness.testing import check_id
 
 pytestmark = [
@@ -127,7 +127,17 @@ def clone_verdicts(tmp_path_factory) -> dict[str, tuple[int, dict[str, str]]]:
     verdicts = {}
     for kind, decoder in CLONE_DECODERS.items():
         report = tmp_path_factory.mktemp(f"clone-{kind}")
-        command = [sys.executable, "-m", "harness.cli", "run", "--suite", "greedy", f"--decoder={decoder}", "-n", "0"]
+        command = [
+            sys.executable,
+            "-m",
+            "harness.commands.cli",
+            "run",
+            "--suite",
+            "greedy",
+            f"--decoder={decoder}",
+            "-n",
+            "0",
+        ]
         environment = {**os.environ, **ONE_THREAD, "PYTHONPATH": str(EXAMPLE_ENGINE)}
         done = subprocess.run(
             [*command, "--report-dir", str(report), "--", "-k", SELECTION],

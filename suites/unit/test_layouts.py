@@ -7,9 +7,9 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.errors import NoMTPWeightsError, UnknownLayoutError
-from harness.experts import fuse_experts, split_experts
-from harness.layouts import (
+from harness.contract.errors import NoMTPWeightsError, UnknownLayoutError
+from harness.models.experts import fuse_experts, split_experts
+from harness.models.layouts import (
     DEEPSEEK_V3,
     MIMO,
     MTP_PREFIX,

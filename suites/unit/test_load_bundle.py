@@ -11,12 +11,12 @@ from safetensors.torch import load_file, save_file
 from transformers import AutoModelForCausalLM, DeepseekV3ForCausalLM
 from transformers.modeling_layers import MtpModel
 
-from harness.attention import EXACT_ATTENTION
-from harness.layouts import DEEPSEEK_V3, MIMO, MTP_PREFIX
-from harness.models import load_bundle
-from harness.numerics import use_float64_arithmetic
-from harness.paths import FIXTURE_MODELS
-from harness.teacher_forcing import mtp_forward, target_forward
+from harness.contract.paths import FIXTURE_MODELS
+from harness.models.attention import EXACT_ATTENTION
+from harness.models.layouts import DEEPSEEK_V3, MIMO, MTP_PREFIX
+from harness.models.loading import load_bundle
+from harness.models.numerics import use_float64_arithmetic
+from harness.models.teacher_forcing import mtp_forward, target_forward
 
 TEXT = "The for statement is used to iterate over the elements of a sequence"
 

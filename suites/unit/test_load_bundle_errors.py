@@ -8,9 +8,9 @@ import re
 import pytest
 import torch
 
-from harness.errors import CheckpointError, HarnessError, NoMTPWeightsError, UnknownLayoutError
-from harness.models import load_bundle
-from harness.paths import FIXTURE_MODELS
+from harness.contract.errors import CheckpointError, HarnessError, NoMTPWeightsError, UnknownLayoutError
+from harness.contract.paths import FIXTURE_MODELS
+from harness.models.loading import load_bundle
 
 
 def test_missing_directory_is_named(tmp_path):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import configparser
 import tomllib
 
-from harness.paths import PACKAGE_DIR
+from harness.contract.paths import PACKAGE_DIR
 
 PYPROJECT = PACKAGE_DIR.parent / "pyproject.toml"
 

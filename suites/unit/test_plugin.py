@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from harness.seeds import derive_seed
+from harness.contract.seeds import derive_seed
 
 pytest_plugins = ["pytester"]
 

@@ -1,4 +1,4 @@
-"""Efficiency of a whole-sequence case on a position-confined mutant (harness/position_efficiency.py): the
+"""Efficiency of a whole-sequence case on a position-confined mutant (harness/mutation/position_efficiency.py): the
 scan finds the first prefix of sequences that rejects, the ideal test looks at the position the mutant
 shifts, and both are in sequences."""
 
@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from harness.plugin import bundle_for
-from harness.position_efficiency import measure_position
-from harness.sampling_cases import PIT_LENGTH, case_grid, family_size
+from harness.checks.sampling_cases import PIT_LENGTH, case_grid, family_size
+from harness.models.loading import bundle_for
+from harness.mutation.position_efficiency import measure_position
 
 pytestmark = pytest.mark.xdist_group("position-efficiency")
 

@@ -1,5 +1,5 @@
 """The whole-sequence (PIT) case against a bias confined to one output position, by simulation on the
-fixture's own target conditionals (harness/position_power.py): at the `ci` budget's N and the suite's
+fixture's own target conditionals (harness/stats/position_power.py): at the `ci` budget's N and the suite's
 per-test alpha, a total-variation shift of 0.1 at one position in 48 is caught with power >= 0.99 (200 runs
 per position and shape), and nothing is caught without a shift."""
 
@@ -8,9 +8,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from harness.position_power import fixture_case_laws, flattened, simulate_power, toward_head
-from harness.sampling_cases import PIT_LENGTH
-from harness.sequence_stats import probability_ordered_pit
+from harness.checks.sampling_cases import PIT_LENGTH
+from harness.mutation.power_table import fixture_case_laws
+from harness.stats.position_power import flattened, simulate_power, toward_head
+from harness.stats.sequence import probability_ordered_pit
 
 pytestmark = pytest.mark.xdist_group("position-power")
 RUNS = 200
@@ -21,7 +22,7 @@ POSITIONS = (5, PIT_LENGTH - 1)  # a position after the first passes, the last t
 @pytest.fixture(scope="module")
 def ci_case():
     """The target's conditionals at POSITIONS along the ci budget's n target-sampled continuations, the
-    log-likelihood variance per position, the per-test alpha (harness/position_power.fixture_case_laws)."""
+    log-likelihood variance per position, the per-test alpha (harness/mutation/power_table.py, fixture_case_laws)."""
     return fixture_case_laws("ci", POSITIONS, SEED)
 
 

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from harness.errors import FixtureError
-from harness.paths import DEFAULT_PROMPTS
-from harness.prompts import KINDS, load_prompts
+from harness.contract.errors import FixtureError
+from harness.contract.paths import DEFAULT_PROMPTS
+from harness.models.prompts import KINDS, load_prompts
 
 
 def test_bundled_prompts_cover_every_kind_with_unique_ids_and_seeds(fixture_bundle):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from harness.paths import SUITES
+from harness.contract.paths import SUITES
 
 pytest_plugins = ["pytester"]
 

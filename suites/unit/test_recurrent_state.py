@@ -11,9 +11,9 @@ from transformers.models.qwen3_next.modeling_qwen3_next import (
     torch_recurrent_gated_delta_rule,
 )
 
-from harness.errors import HarnessError
-from harness.gated_deltanet import causal_conv_windows, gated_delta_rule
-from harness.recurrent_state import LayerState, RecurrentRows, layer_states
+from harness.contract.errors import HarnessError
+from harness.models.gated_deltanet import causal_conv_windows, gated_delta_rule
+from harness.models.recurrent_state import LayerState, RecurrentRows, layer_states
 
 
 def _delta_rule_inputs(dtype: torch.dtype, length: int = 11) -> tuple[torch.Tensor, ...]:

@@ -11,7 +11,8 @@ import subprocess
 
 import pytest
 
-from harness.report import render_report, visible, write_report
+from harness.report.render import render_report, visible, write_report
+from harness.triage.groups import failure_groups
 
 SCRIPT_TOKEN = "<script>alert(1)</script>"
 MARKUP_CONTEXT = "<b>&\"'"
@@ -181,7 +182,7 @@ def synthetic_results() -> dict:
             },
         ),
     ]
-    return {
+    results = {
         "schema": 1,
         "run": {
             "run_id": "20250101-000000-abc",
@@ -256,12 +257,13 @@ def synthetic_results() -> dict:
             ],
         },
     }
+    return results | {"groups": failure_groups(results["cases"], results["run"])}  # as the recorder writes them
 
 
 def empty_interrupted_results() -> dict:
     results = synthetic_results()
     results["run"] |= {"status": "interrupted", "finished": None, "exit_status": None, "git_commit": None}
-    return results | {"cases": [], "acceptance": None, "mutants": None}
+    return results | {"cases": [], "groups": [], "acceptance": None, "mutants": None}
 
 
 @pytest.fixture(scope="module")
@@ -438,9 +440,7 @@ def test_write_report_writes_both_files_atomically(tmp_path):
 
 def with_a_minimal_case(results: dict) -> dict:
     """The synthetic run's failure groups, the greedy one with a shrunk minimal case (hostile token text)."""
-    from harness.triage import failure_groups
-
-    groups = failure_groups(results["cases"], results["run"])
+    groups = [dict(group) for group in results["groups"]]
     greedy = next(group for group in groups if group["suite"] == "greedy")
     greedy["reproducer"] = "repro-group-1.py"
     greedy["reproducer_command"] = "python repro-group-1.py"
@@ -519,7 +519,7 @@ def test_a_failed_write_keeps_the_previous_report_and_leaves_no_temporary_file(t
     def failing_replace(source, target):
         raise OSError("disk full")
 
-    monkeypatch.setattr("harness.report.os.replace", failing_replace)
+    monkeypatch.setattr("harness.report.render.os.replace", failing_replace)
     with pytest.raises(OSError, match="disk full"):
         write_report(empty_interrupted_results(), run_dir)
     assert sorted(p.name for p in run_dir.iterdir()) == ["index.html", "results.json"]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.paths import REPO_ROOT
+from harness.contract.paths import REPO_ROOT
 
 # A few cases of each family, each one requesting record_property (greedy's check_tokens, invariants'
 # assert_clean and acceptance profile, draft conformance, the sampling family's check).
@@ -32,7 +32,7 @@ HARNESS_WARNING = re.compile(r"(^|[\s/])(harness|suites)/\S+\.py:\d+: \w*Warning
 def small_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess, Path]:
     """`mtp-harness run` at the smoke budget on SLICE, with the default workers; its output and run directory."""
     reports = tmp_path_factory.mktemp("reports")
-    command = [sys.executable, "-m", "harness.cli", "run", "--budget", "smoke", "--report-dir", str(reports)]
+    command = [sys.executable, "-m", "harness.commands.cli", "run", "--budget", "smoke", "--report-dir", str(reports)]
     done = subprocess.run(
         [*command, "--", "-k", SLICE, "-p", "no:cacheprovider"],
         cwd=REPO_ROOT,

@@ -1,5 +1,5 @@
 """`mtp-harness run`: one pytest-xdist worker per usable core unless -n says otherwise, and a quiet progress line
-every 5% of the cases with the time left (harness/progress.py) instead of a dot per test."""
+every 5% of the cases with the time left (harness/plugin/progress.py) instead of a dot per test."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import re
 
 import pytest
 
-import harness.cli as cli
-from harness.progress import format_duration, progress_line, time_left
+import harness.commands.cli as cli
+from harness.plugin.progress import format_duration, progress_line, time_left
 
 pytest_plugins = ["pytester"]
 
@@ -67,7 +67,7 @@ def test_usable_cores_counts_this_process_s_cores():
 
 def test_run_s_pytest_command_loads_the_progress_plugin_instead_of_dots(tmp_path):
     command = command_for(tmp_path, "-n", "0")
-    assert command[command.index("-p") + 1] == "harness.progress"
+    assert command[command.index("-p") + 1] == "harness.plugin.progress"
     assert command[command.index("-o") + 1] == "console_output_style=classic"
 
 
@@ -103,7 +103,7 @@ def progress_lines(output: list[str]) -> list[tuple[int, int, int]]:
 def test_progress_prints_a_line_every_5_percent_and_no_dot_per_test(pytester, workers):
     pytester.makepyfile(MANY_TESTS)
     result = pytester.runpytest_subprocess(
-        "-q", "-p", "harness.progress", "-o", "console_output_style=classic", "-p", "no:cacheprovider", *workers
+        "-q", "-p", "harness.plugin.progress", "-o", "console_output_style=classic", "-p", "no:cacheprovider", *workers
     )
     result.assert_outcomes(passed=39, failed=1)
     lines = progress_lines(result.outlines)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.shrink import RequestCase, shrink, smaller_variants
+from harness.triage.shrink import RequestCase, shrink, smaller_variants
 
 START = RequestCase(prompt_ids=tuple(range(10, 18)), max_new_tokens=10, num_draft_tokens=4, forced_positions=(1, 3, 5))
 

@@ -1,4 +1,4 @@
-"""harness/stats.py and harness/sequence_stats.py edge cases: Holm's step-down, a NaN among the p-values,
+"""harness/stats.py and harness/stats/sequence.py edge cases: Holm's step-down, a NaN among the p-values,
 an output position no sequence reached."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import math
 
 import numpy as np
 
-from harness.sequence_stats import SADDLE_GRID, position_tests
-from harness.stats import holm
+from harness.stats.multiple_testing import holm
+from harness.stats.sequence import SADDLE_GRID, position_tests
 
 
 def test_holm_adjusts_step_down_in_the_input_order():

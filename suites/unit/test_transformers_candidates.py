@@ -7,18 +7,18 @@ import pytest
 import torch
 from transformers import LogitsProcessorList
 
-from harness.api import DecodeRequest, SamplingConfig, cannot_serve, drafts_from
-from harness.errors import HarnessError
-from harness.external import TransformersAssistedDecoder, TransformersMTPDecoder
-from harness.target_decoder import TargetOnlyDecoder
-from harness.transformers_candidates import (
+from harness.contract.decoder import DecodeRequest, SamplingConfig, cannot_serve, drafts_from
+from harness.contract.errors import HarnessError
+from harness.decoding.target_decoder import TargetOnlyDecoder
+from harness.subjects.transformers.candidates import (
     ForcedDraftsProcessor,
     PassRecorder,
     TransformersLoopChanged,
     _instrument_generator,
     instrument_generation,
 )
-from harness.transformers_mtp import mtp_depths_in_use
+from harness.subjects.transformers.decoders import TransformersAssistedDecoder, TransformersMTPDecoder
+from harness.subjects.transformers.use_mtp import mtp_depths_in_use
 
 SUBJECTS = {"transformers-mtp": TransformersMTPDecoder, "transformers-assisted": TransformersAssistedDecoder}
 

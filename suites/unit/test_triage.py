@@ -3,8 +3,8 @@ cases (prompt, k, schedule positions), groups largest first, the smallest case a
 
 from __future__ import annotations
 
-from harness.paths import DATA_ROOT
-from harness.triage import divergence_place, failure_groups, normalised_message, signature
+from harness.contract.paths import DATA_ROOT
+from harness.triage.groups import divergence_place, failure_groups, normalised_message, signature
 
 RUN = {"decoder": "mutant:x", "model": "/m/tiny", "device": "cpu", "dtype": "float64", "session_seed": 7}
 
@@ -136,7 +136,7 @@ def test_a_whole_sequence_rejection_names_its_position_and_direction():
 
 
 def test_groups_failing_the_same_way_in_different_tests_share_one_cause():
-    from harness.minimal_cases import mark_shared_causes
+    from harness.triage.minimal_cases import mark_shared_causes
 
     def shrunk(k, new_tokens, prompt):
         case = {"num_draft_tokens": k, "forced_positions": [], "max_new_tokens": new_tokens, "prompt_ids": prompt}
@@ -162,8 +162,8 @@ def test_groups_failing_the_same_way_in_different_tests_share_one_cause():
 
 
 def test_a_traceback_message_is_grouped_by_its_error_line_not_the_arguments_above_it():
-    from harness.triage import normalised_message
+    from harness.triage.groups import normalised_message
 
-    first = "\ndecoder = <harness.mtp_decoder.MTPDecoder object at 0x7fb82b1fb1d0>\nk = 1\n\nE       AssertionError: 83 of 438 passes wrong\nE       assert not [(11, (878,))]\n"
+    first = "\ndecoder = <harness.decoding.mtp_decoder.MTPDecoder object at 0x7fb82b1fb1d0>\nk = 1\n\nE       AssertionError: 83 of 438 passes wrong\nE       assert not [(11, (878,))]\n"
     second = first.replace("0x7fb82b1fb1d0", "0x7fdea01").replace("83 of 438", "183 of 429")
     assert normalised_message(first) == normalised_message(second) == "AssertionError: N of N passes wrong"

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.engines.vllm_environment import VLLM
-from harness.engines.vllm_reproducer import vllm_reproducer_script
+from harness.subjects.engines.vllm_environment import VLLM
+from harness.subjects.engines.vllm_reproducer import vllm_reproducer_script
 
 pytestmark = [
     pytest.mark.xdist_group("vllm"),
@@ -40,7 +40,7 @@ def run(command, env, cwd=None):
 def triaged(tmp_path_factory):
     """The greedy suite's natural-01 k = 1 cases against the broken vLLM (tiny-mimo), with the report."""
     work = tmp_path_factory.mktemp("vllm-triage")
-    command = [sys.executable, "-m", "harness.cli", "run", "--suite", "greedy", "--decoder", "vllm-mtp"]
+    command = [sys.executable, "-m", "harness.commands.cli", "run", "--suite", "greedy", "--decoder", "vllm-mtp"]
     command += ["--model", "tiny-mimo", "-n", "0", "--report-dir", str(work), "--", "-k", "natural-01 and k1"]
     done = run(command, BROKEN, cwd=work)
     assert done.returncode == 1, f"the greedy suite did not catch the broken vLLM:\n{done.stdout[-3000:]}"

@@ -1,4 +1,4 @@
-"""The vLLM subject (harness/engines/vllm_subject.py) against vLLM itself: forcing and step recording are the
+"""The vLLM subject (harness/subjects/engines/vllm_subject.py) against vLLM itself: forcing and step recording are the
 adapter's only interventions, so they are checked on vLLM's own verification output. Needs the vLLM
 environment (`mtp-harness engine install vllm`; .ci/run installs it)."""
 
@@ -7,14 +7,14 @@ from __future__ import annotations
 import pytest
 import torch
 
-from harness.api import DecodeRequest, drafts_from
-from harness.engines.vllm_environment import VLLM
-from harness.plugin import bundle_for
-from harness.prompts import load_prompts
-from harness.registry import make_decoder
-from harness.schedules import expected_steps
-from harness.target_decoder import TargetOnlyDecoder
-from harness.teacher_forcing import target_forward
+from harness.checks.schedules import expected_steps
+from harness.contract.decoder import DecodeRequest, drafts_from
+from harness.decoding.target_decoder import TargetOnlyDecoder
+from harness.models.loading import bundle_for
+from harness.models.prompts import load_prompts
+from harness.models.teacher_forcing import target_forward
+from harness.subjects.engines.vllm_environment import VLLM
+from harness.subjects.registry import make_decoder
 
 pytestmark = [
     pytest.mark.xdist_group("vllm"),
@@ -83,7 +83,7 @@ def test_plain_vllm_greedy_equals_the_harness_target_only_reference(bundle):
 
 
 def test_vllm_refuses_float64_with_the_dtype_to_use():
-    from harness.errors import HarnessError
+    from harness.contract.errors import HarnessError
 
     with pytest.raises(HarnessError, match="vLLM has no float64 path: run it with --dtype float32"):
         make_decoder("vllm-mtp", bundle_for(MODEL, "cpu", "float64"))

@@ -1,0 +1,304 @@
+"""`mtp-harness` command line: `run` runs the suites through pytest and prints a one-screen summary."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ElementTree
+from collections import Counter
+from pathlib import Path
+
+from harness.commands import mutants as mutants_command
+from harness.contract.budget import BUDGET_HELP, BUDGETS, DEFAULT_BUDGET
+from harness.contract.invocation import suites_pytest, wait_through_ctrl_c
+from harness.contract.paths import DEFAULT_MODEL, REPORTS, SUITES, suite_of_junit
+
+SUITE_MARKERS = {
+    "greedy": "greedy",
+    "sampling": "sampling",
+    "invariants": "invariants",
+    "all": "greedy or sampling or invariants",
+}
+
+
+WORKERS_HELP = (
+    "pytest-xdist workers: a number, 0 for one process, or auto for one per usable core; default: one per "
+    "usable core on a CPU device, one process on an accelerator (each worker loads its own copy of the model)"
+)
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity where the OS has one), at least 1."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return os.cpu_count() or 1
+
+
+def workers_option(value: str) -> int | str:
+    """-n: a count of workers (0: no pytest-xdist) or 'auto'."""
+    if value == "auto":
+        return value
+    try:
+        count = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of workers or 'auto', got {value!r}") from None
+    if count < 0:
+        raise argparse.ArgumentTypeError(f"expected 0 or more workers, got {count}")
+    return count
+
+
+def resolve_workers(requested: int | str | None, device: str) -> int:
+    """The pytest-xdist workers of a run; 0 runs the suites in one process (also where xdist is missing)."""
+    if requested is None:
+        requested = "auto" if device.split(":")[0] == "cpu" else 0
+    workers = usable_cores() if requested == "auto" else int(requested)
+    if workers == 1 and requested == "auto":
+        return 0  # one core: a single worker only adds a process
+    if workers and importlib.util.find_spec("xdist") is None:
+        print("mtp-harness run: pytest-xdist is not installed; running in one process", flush=True)
+        return 0
+    return workers
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="mtp-harness", description="Correctness harness for MTP-assisted decoding.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    run = commands.add_parser(
+        "run",
+        help="run the suites on a decoder and model, print a summary",
+        description="Run the suites through pytest, one pytest-xdist worker per usable core by default. Progress: "
+        "a line every 5% of the cases (or each minute) with cases done, total and the time left; then a "
+        "summary per suite and the path of the HTML report.",
+    )
+    run.add_argument(
+        "--suite",
+        choices=[*sorted(SUITE_MARKERS), "mutants"],
+        default="all",
+        help="which suites (default: all = greedy, sampling, invariants; mutants: the mutation catalogue)",
+    )
+    run.add_argument("--decoder", default="mtp", help="decoder under test (default: mtp)")
+    run.add_argument("--model", default=str(DEFAULT_MODEL), help="model directory or fixture name")
+    run.add_argument("--device", default="cpu", help="torch device (default: cpu)")
+    run.add_argument("--dtype", default=None, help="float64 | float32 | bf16 | fp16 (default: float64 on CPU)")
+    run.add_argument("--harness-seed", default=None, help="session seed (default: the plugin's fixed seed)")
+    run.add_argument("--budget", choices=sorted(BUDGETS), default=DEFAULT_BUDGET, help=BUDGET_HELP)
+    run.add_argument("-n", "--workers", type=workers_option, default=None, help=WORKERS_HELP)
+    run.add_argument("--report-dir", type=Path, default=REPORTS, help="where run directories go (default: ./reports)")
+    run.add_argument("pytest_args", nargs=argparse.REMAINDER, help="extra pytest arguments after --")
+    mutants = commands.add_parser(
+        "mutants", help="the mutation catalogue: every suite against every mutant and the correct decoder"
+    )
+    mutants_command.add_arguments(mutants)
+    nightly = commands.add_parser(
+        "nightly", help="the nightly job: every suite and the mutation catalogue at a budget, one report"
+    )
+    nightly.add_argument("--budget", choices=sorted(BUDGETS), default="full", help=BUDGET_HELP + " (default full)")
+    nightly.add_argument("--decoder", default="mtp", help="decoder under test (default: mtp)")
+    nightly.add_argument("--model", default=str(DEFAULT_MODEL), help="model directory or fixture name")
+    nightly.add_argument("--device", default=None, help="torch device (default: cuda when available, else cpu)")
+    nightly.add_argument("--dtype", default=None, help="model dtype (default: bf16 on CUDA, float32 on CPU)")
+    nightly.add_argument("-n", "--workers", type=int, default=2, help="pytest-xdist workers / parallel mutants")
+    nightly.add_argument("--report-dir", type=Path, default=REPORTS, help="where run directories go")
+    engine = commands.add_parser(
+        "engine", help="the environments of out-of-process engines (vLLM): install one, or show where they are"
+    )
+    engine.add_argument("action", choices=["install", "status"], help="install (idempotent) or status")
+    engine.add_argument("name", help="engine name (vllm)")
+    engine.add_argument(
+        "--flavour", choices=["cpu", "cuda"], default=None, help="default: cuda when this machine has a CUDA GPU"
+    )
+    summarize = commands.add_parser(
+        "summarize",
+        help="markdown tables of runs' results (counts per suite, the mutation and efficiency tables), headed by "
+        "each run's date, commit and command: what docs/measurements/ pastes",
+    )
+    summarize.add_argument(
+        "runs", nargs="+", type=Path, help="run directories (reports/<run-id>) or results.json files"
+    )
+    bench = commands.add_parser("bench", help="throughput of the batched MTP decoder vs transformers' MTP loop")
+    bench.add_argument("--model", default=str(DEFAULT_MODEL), help="model directory or fixture name")
+    bench.add_argument("--device", default="cpu", help="torch device (default: cpu)")
+    bench.add_argument(
+        "--dtype",
+        nargs="+",
+        default=None,
+        help="one or more dtypes, each measured in the same run (default: float32 and float64 on CPU, bf16 on CUDA)",
+    )
+    bench.add_argument("--requests", type=int, default=4096, help="requests decoded as one batch (default 4096)")
+    bench.add_argument("--new-tokens", type=int, default=8, help="tokens per request (default 8)")
+    bench.add_argument("-k", type=int, default=2, help="draft tokens per pass (default 2)")
+    bench.add_argument("--temperature", type=float, default=1.0, help="sampling temperature (default 1.0)")
+    bench.add_argument(
+        "--transformers-requests", type=int, default=64, help="requests for the transformers loop (default 64)"
+    )
+    bench.add_argument("--json", action="store_true", help="print the result as JSON")
+    return parser
+
+
+def pytest_command(args: argparse.Namespace, junit: Path) -> list[str]:
+    """The pytest invocation for `mtp-harness run` (printed, so a run can be reproduced by hand); the
+    report goes beside the JUnit file. Progress comes from harness.plugin.progress instead of a dot per test."""
+    command = [*suites_pytest([SUITES]), "-m", SUITE_MARKERS[args.suite], "-q"]
+    command += ["-p", "harness.plugin.progress", "-o", "console_output_style=classic"]
+    command.append(f"--harness-report={junit.parent}")
+    command += [f"--decoder={args.decoder}", f"--model={args.model}", f"--device={args.device}"]
+    if args.dtype:
+        command.append(f"--dtype={args.dtype}")
+    if args.harness_seed:
+        command.append(f"--harness-seed={args.harness_seed}")
+    if args.budget != DEFAULT_BUDGET:
+        command.append(f"--harness-budget={args.budget}")
+    workers = resolve_workers(args.workers, args.device)
+    if workers:
+        command += ["-n", str(workers), "--dist", "loadgroup"]
+    command.append(f"--junitxml={junit}")
+    extra = args.pytest_args[1:] if args.pytest_args[:1] == ["--"] else args.pytest_args
+    return command + extra
+
+
+def summarize(junit: Path) -> dict[str, Counter]:
+    """Outcome counts per suite (the directory under suites/) from a JUnit XML file; an expected failure (a
+    recorded engine finding, pytest's xfail, which JUnit writes as a skip of type pytest.xfail) is xfailed."""
+    per_suite: dict[str, Counter] = {}
+    for case in ElementTree.parse(junit).iter("testcase"):
+        suite = suite_of_junit(case.get("classname", ""))
+        outcome = "passed"
+        for child in case:
+            if child.tag in ("failure", "error", "skipped"):
+                outcome = {"failure": "failed", "error": "error", "skipped": "skipped"}[child.tag]
+                if child.tag == "skipped" and child.get("type") == "pytest.xfail":
+                    outcome = "xfailed"
+        per_suite.setdefault(suite, Counter())[outcome] += 1
+    return per_suite
+
+
+def format_summary(per_suite: dict[str, Counter]) -> str:
+    columns = ("passed", "failed", "error", "skipped", "xfailed")
+    lines = [f"{'suite':<14}" + "".join(f"{c:>9}" for c in columns)]
+    for suite, counts in sorted(per_suite.items(), key=lambda item: (-item[1]["failed"] - item[1]["error"], item[0])):
+        lines.append(f"{suite:<14}" + "".join(f"{counts[c]:>9}" for c in columns))
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.suite == "mutants":
+        catalogue = mutants_command.parse(["--model", args.model, "--device", args.device, "--budget", args.budget])
+        catalogue.workers = 2 if args.workers is None else usable_cores() if args.workers == "auto" else args.workers
+        catalogue.workers = max(1, catalogue.workers)
+        catalogue.dtype, catalogue.harness_seed, catalogue.report_dir = args.dtype, args.harness_seed, args.report_dir
+        return mutants_command.run(catalogue)
+    run_id = time.strftime("%Y%m%d-%H%M%S")
+    run_dir = args.report_dir / run_id
+    run_dir.mkdir(parents=True, exist_ok=True)
+    junit = run_dir / "junit.xml"
+    command = pytest_command(args, junit)
+    print("mtp-harness run:", shlex.join(command), flush=True)
+    started = time.perf_counter()
+    code = wait_through_ctrl_c(subprocess.Popen(command))
+    elapsed = time.perf_counter() - started
+    print()
+    if junit.is_file():
+        print(format_summary(summarize(junit)))
+    if code == 5:
+        print("mtp-harness: no test matched these suites")
+    verdict = "PASSED" if code == 0 else "FAILED"
+    report = run_dir / "index.html"
+    where = f"report {report}" if report.is_file() else f"results in {run_dir}"
+    print(f"mtp-harness: {verdict} in {elapsed:.1f}s (pytest exit code {code}); {where}")
+    return code
+
+
+def bench(args: argparse.Namespace) -> int:
+    from harness.commands.bench import run_bench
+    from harness.contract.paths import resolve_model_path
+    from harness.models.loading import load_bundle
+    from harness.models.prompts import load_prompts
+
+    dtypes = args.dtype or (["bf16"] if args.device.startswith("cuda") else ["float32", "float64"])
+    results = []
+    for dtype in dtypes:
+        bundle = load_bundle(resolve_model_path(args.model), device=args.device, dtype=dtype)
+        prompt = load_prompts()[0].encode(bundle.tokenizer)
+        results.append(
+            run_bench(
+                bundle, prompt, args.requests, args.new_tokens, args.k, args.temperature, args.transformers_requests
+            )
+        )
+    if args.json:
+        print(json.dumps([r.to_dict() for r in results], indent=2))
+        return 0
+    first = results[0]
+    print(
+        f"model {first.model}, prompt {first.prompt_tokens} tokens, {first.new_tokens} new tokens, k={first.k}, "
+        f"temperature {first.temperature}, {first.torch_threads} torch threads, {args.device}"
+    )
+    print(
+        f"{'dtype':<9}{'MTPDecoder samples/s':>22}{'transformers samples/s':>24}{'speed-up':>10}"
+        f"{'tokens/pass':>13}{'accepted/pass':>15}{'heads/verify':>14}"
+    )
+    for result in results:
+        print(
+            f"{result.dtype:<9}{result.mtp_samples_per_second:>22.1f}{result.transformers_samples_per_second:>24.1f}"
+            f"{result.speedup:>9.1f}x{result.tokens_per_pass:>13.3f}{result.accepted_drafts_per_pass:>15.3f}"
+            f"{result.head_cost_vs_verify_pass:>14.3f}"
+        )
+    print(
+        f"(MTPDecoder: {first.mtp_requests} requests as one batch; transformers: {first.transformers_requests} "
+        "requests one at a time; heads/verify: k drafts vs one (k+1)-token verify pass)"
+    )
+    return 0
+
+
+def engine(args: argparse.Namespace) -> int:
+    from harness.subjects.engines.environments import EngineEnvironmentError, default_flavour, install
+    from harness.subjects.engines.supported import ENGINES
+
+    if args.name not in ENGINES:
+        print(f"mtp-harness engine: unknown engine {args.name!r}; known: {', '.join(sorted(ENGINES))}", file=sys.stderr)
+        return 2
+    environment = ENGINES[args.name].environment
+    flavour = args.flavour or default_flavour()
+    try:
+        if args.action == "install":
+            install(environment, flavour, log=lambda line: print(f"mtp-harness engine: {line}", flush=True))
+            return 0
+        version = environment.installed_version(flavour)
+        where = environment.python(flavour) if version else environment.home(environment.flavour(flavour))
+        print(f"{environment.name} {flavour}: {version or 'not installed'} ({where})")
+        return 0 if version else 1
+    except EngineEnvironmentError as error:
+        print(f"mtp-harness engine: {error}", file=sys.stderr)
+        return 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "run":
+        return run(args)
+    if args.command == "engine":
+        return engine(args)
+    if args.command == "bench":
+        return bench(args)
+    if args.command == "summarize":
+        from harness.report.markdown import summary
+
+        print(summary(args.runs), end="")
+        return 0
+    if args.command == "mutants":
+        return mutants_command.run(args)
+    if args.command == "nightly":
+        from harness.commands.nightly import run_nightly
+
+        a = args
+        return run_nightly(a.budget, a.decoder, a.model, a.device, a.dtype, a.workers, a.report_dir)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,85 @@
+"""The nightly job: the suites (greedy, sampling, invariants, and the CUDA checks) at a budget, then the
+mutation catalogue at that budget, merged into one report: reports/<run-id>/index.html + results.json.
+
+Defaults follow the device: CUDA when torch sees one (bf16 model, float32 target-only re-scoring for
+near-ties), else CPU in float32.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import time
+from pathlib import Path
+
+from harness.commands import mutants as mutants_command
+from harness.contract.budget import BUDGETS
+from harness.contract.invocation import suites_pytest, wait_through_ctrl_c
+from harness.contract.paths import SUITES
+
+NIGHTLY_MARKERS = "greedy or sampling or invariants or gpu"
+
+
+def default_device() -> str:
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def default_dtype(device: str) -> str:
+    return "bfloat16" if device.startswith("cuda") else "float32"
+
+
+def suites_command(
+    budget: str, decoder: str, model: str, device: str, dtype: str, workers: int, run_dir: Path
+) -> list[str]:
+    command = [*suites_pytest([SUITES]), "-m", NIGHTLY_MARKERS, "-q", "-rs"]
+    command += [f"--harness-budget={budget}", f"--decoder={decoder}", f"--model={model}"]
+    command += [f"--device={device}", f"--dtype={dtype}", f"--harness-report={run_dir}"]
+    if workers > 1:
+        command += ["-n", str(workers), "--dist", "loadgroup"]
+    return command
+
+
+def catalogue_arguments(budget: str, model: str, device: str, dtype: str, workers: int, report_dir: Path) -> list[str]:
+    arguments = ["mutants", f"--model={model}", f"--device={device}", f"--dtype={dtype}", "-n", str(workers)]
+    arguments += [f"--report-dir={report_dir}", f"--budget={budget}"]
+    for name in BUDGETS[budget].mutants or ():
+        arguments += ["--mutant", name]
+    full = BUDGETS[budget].efficiency  # the full budget: every cell of the table and the efficiency figures
+    return arguments + (["--efficiency", "--full-table"] if full else [])
+
+
+def merge_catalogue(run_dir: Path, catalogue_dir: Path) -> Path | None:
+    """Put the catalogue's mutation table into the suites' report and re-render it."""
+    from harness.report.render import write_report
+
+    suites_results, catalogue_results = run_dir / "results.json", catalogue_dir / "results.json"
+    if not (suites_results.is_file() and catalogue_results.is_file()):
+        return None
+    results = json.loads(suites_results.read_text())
+    results["mutants"] = json.loads(catalogue_results.read_text())["mutants"]
+    return write_report(results, run_dir)
+
+
+def run_nightly(
+    budget: str, decoder: str, model: str, device: str | None, dtype: str | None, workers: int, report_dir: Path
+) -> int:
+    device = device or default_device()
+    dtype = dtype or default_dtype(device)
+    run_dir = report_dir / (time.strftime("%Y%m%d-%H%M%S") + f"-nightly-{budget}")
+    command = suites_command(budget, decoder, model, device, dtype, workers, run_dir)
+    print("mtp-harness nightly:", shlex.join(command), flush=True)
+    suites_code = wait_through_ctrl_c(subprocess.Popen(command))
+    catalogue_dir = run_dir / "mutants"
+    arguments = catalogue_arguments(budget, model, device, dtype, workers, catalogue_dir)
+    print("mtp-harness nightly: mtp-harness", shlex.join(arguments), flush=True)
+    catalogue_code = mutants_command.run(mutants_command.parse(arguments[1:]))
+    merged = merge_catalogue(run_dir, next(iter(sorted(catalogue_dir.glob("*-mutants"))), catalogue_dir))
+    verdict = "PASSED" if suites_code == 0 and catalogue_code == 0 else "FAILED"
+    print(
+        f"mtp-harness nightly ({budget}, {device}, {dtype}): {verdict}; suites exit {suites_code}, catalogue exit "
+        f"{catalogue_code}; report {merged or run_dir}"
+    )
+    return 0 if verdict == "PASSED" else 1

@@ -1,0 +1,261 @@
+"""The public decoder contract: what the harness asks a decoder to do and what the decoder reports back.
+
+Notation everywhere: p is the target model's (processed) next-token distribution, q the draft's.
+Output positions are 0-based indices into the generated tokens (not into prompt + generated).
+
+Plug in your own decoder by implementing `Decoder` (a `name` and `decode(requests)`), and give the
+harness a factory `factory(bundle, device, dtype) -> Decoder` as `--decoder your.module:factory`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Literal, Protocol, runtime_checkable
+
+import torch
+
+from harness.contract.errors import HarnessError
+
+DraftMode = Literal["greedy", "sample"]
+FinishReason = Literal["eos", "length"]
+MAX_DRAFT_TOKENS = 8
+
+
+class InvalidRequest(HarnessError):
+    """A DecodeRequest the decoder cannot serve (bad settings, or out of the model's vocab or context)."""
+
+
+@dataclass(frozen=True)
+class SamplingConfig:
+    """Target sampling settings, applied in this order: temperature -> top-k -> top-p.
+
+    temperature 0 means greedy: argmax of the logits (top-k / top-p then change nothing).
+    top_k 0 means off; top_p 1.0 means off.
+    """
+
+    temperature: float = 0.0
+    top_k: int = 0
+    top_p: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not math.isfinite(self.temperature) or self.temperature < 0:
+            raise InvalidRequest(f"temperature must be a finite number >= 0, got {self.temperature}")
+        if isinstance(self.top_k, bool) or not isinstance(self.top_k, int) or self.top_k < 0:
+            raise InvalidRequest(f"top_k must be an integer >= 0 (0 = off), got {self.top_k!r}")
+        if not (0.0 < self.top_p <= 1.0):
+            raise InvalidRequest(f"top_p must be in (0, 1], got {self.top_p}")
+
+    @property
+    def is_greedy(self) -> bool:
+        return self.temperature == 0.0
+
+
+GREEDY = SamplingConfig()
+
+
+@dataclass(frozen=True)
+class DecodeRequest:
+    """One decoding job.
+
+    num_draft_tokens: k, drafts proposed per verification pass (1..8).
+    draft_mode: "greedy" proposes the MTP head's argmax with a one-hot q (what vLLM does); "sample" draws
+        the draft from the MTP head's processed distribution q.
+    forced_drafts: output position -> token id. Whenever the decoder proposes a draft for that position it
+        must propose this token, with a one-hot q. Suites use it to force rejections at chosen positions.
+    """
+
+    prompt_ids: tuple[int, ...]
+    max_new_tokens: int
+    sampling: SamplingConfig = GREEDY
+    seed: int = 0
+    num_draft_tokens: int = 1
+    draft_mode: DraftMode = "greedy"
+    eos_token_ids: tuple[int, ...] = ()
+    forced_drafts: Mapping[int, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "prompt_ids", tuple(int(t) for t in self.prompt_ids))
+        object.__setattr__(self, "eos_token_ids", tuple(int(t) for t in self.eos_token_ids))
+        object.__setattr__(
+            self, "forced_drafts", MappingProxyType({int(k): int(v) for k, v in self.forced_drafts.items()})
+        )
+        if not self.prompt_ids:
+            raise InvalidRequest("prompt_ids is empty: a request needs at least one prompt token")
+        if any(t < 0 for t in self.prompt_ids):
+            raise InvalidRequest(f"prompt_ids has a negative token id: {min(self.prompt_ids)}")
+        if isinstance(self.max_new_tokens, bool) or not isinstance(self.max_new_tokens, int) or self.max_new_tokens < 1:
+            raise InvalidRequest(f"max_new_tokens must be an integer >= 1, got {self.max_new_tokens!r}")
+        if not (1 <= self.num_draft_tokens <= MAX_DRAFT_TOKENS):
+            raise InvalidRequest(f"num_draft_tokens (k) must be in 1..{MAX_DRAFT_TOKENS}, got {self.num_draft_tokens}")
+        if self.draft_mode not in ("greedy", "sample"):
+            raise InvalidRequest(f"draft_mode must be 'greedy' or 'sample', got {self.draft_mode!r}")
+        if not (0 <= self.seed < 2**63):
+            raise InvalidRequest(f"seed must be in [0, 2**63), got {self.seed}")
+        bad = {p: t for p, t in self.forced_drafts.items() if p < 0 or t < 0}
+        if bad:
+            raise InvalidRequest(f"forced_drafts needs non-negative positions and token ids, got {bad}")
+
+    def __hash__(self) -> int:
+        return hash((self.prompt_ids, self.max_new_tokens, self.sampling, self.seed, self.num_draft_tokens))
+
+
+def validate_for_model(request: DecodeRequest, vocab_size: int, max_context: int, index: int = 0) -> None:
+    """Checks that need the model: token ids inside the vocab, prompt + max_new_tokens inside the context."""
+    where = f"request {index}"
+    out_of_vocab = [t for t in request.prompt_ids if t >= vocab_size]
+    if out_of_vocab:
+        raise InvalidRequest(f"{where}: prompt token id {out_of_vocab[0]} is outside the vocab (size {vocab_size})")
+    forced = {p: t for p, t in request.forced_drafts.items() if t >= vocab_size}
+    if forced:
+        raise InvalidRequest(f"{where}: forced_drafts token ids outside the vocab (size {vocab_size}): {forced}")
+    eos = [t for t in request.eos_token_ids if t >= vocab_size]
+    if eos:
+        raise InvalidRequest(f"{where}: eos_token_ids outside the vocab (size {vocab_size}): {eos}")
+    total = len(request.prompt_ids) + request.max_new_tokens
+    if total > max_context:
+        raise InvalidRequest(
+            f"{where}: prompt ({len(request.prompt_ids)} tokens) + max_new_tokens ({request.max_new_tokens}) = "
+            f"{total} exceeds the model's context of {max_context}"
+        )
+
+
+@dataclass(frozen=True)
+class VerifyStep:
+    """One target verification pass.
+
+    start: generated tokens committed before this pass. drafts: the tokens proposed (empty for a pass
+    without drafts). accepted: how many drafts the target accepted (a prefix). emitted: the tokens this
+    pass committed, after EOS / max_new_tokens truncation: accepted drafts, then the target's own token.
+    """
+
+    start: int
+    drafts: tuple[int, ...]
+    accepted: int
+    emitted: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class DecodeResult:
+    """Generated tokens (EOS included when it ended the output), the verification passes, and why it stopped."""
+
+    token_ids: tuple[int, ...]
+    steps: tuple[VerifyStep, ...]
+    finish_reason: FinishReason
+
+
+@runtime_checkable
+class Decoder(Protocol):
+    """What the harness drives. Implementations must honour every DecodeRequest field, or declare what they
+    cannot serve, so that suites skip exactly those cases and name the reason.
+
+    Optional attributes:
+    - `unsupported`: capabilities the decoder lacks entirely: "forced_drafts" (it cannot propose a forced
+      token), "steps" (it reports no verification passes). A request field named here ("num_draft_tokens",
+      "draft_mode") is served at its default value only.
+    - `serves`: request field -> the values the decoder serves, e.g. {"num_draft_tokens": {2}} for an engine
+      whose k is fixed by its MTP depths, {"draft_mode": {"sample"}} for one that samples its drafts whenever
+      the target samples. draft_mode only matters when the target samples: at temperature 0 a draft sampled
+      from the processed q is its argmax, the greedy draft.
+    - `drafts_from`: the first output position the decoder drafts for: 0 by default; 1 for an engine whose
+      prefill samples the first token without drafts, as vLLM's and transformers' MTP generation do.
+    - `drafter`: what proposes the drafts: "mtp" (the checkpoint's MTP depths, the default) or a description
+      of another drafter (a draft model); the draft-conformance check applies to "mtp" drafters only.
+    - `observer`: the inspection hook, see PassSnapshot."""
+
+    name: str
+
+    def decode(self, requests: Sequence[DecodeRequest]) -> list[DecodeResult]: ...
+
+
+CAPABILITIES = ("forced_drafts", "steps")
+_DEFAULTS: Mapping[str, object] = MappingProxyType({"num_draft_tokens": 1, "draft_mode": "greedy"})
+
+
+def unsupported_fields(decoder: Decoder) -> frozenset[str]:
+    """The capabilities and request fields a decoder declares it cannot honour (attribute `unsupported`)."""
+    return frozenset(getattr(decoder, "unsupported", ()))
+
+
+def served_values(decoder: Decoder) -> dict[str, frozenset[object]]:
+    """Request field -> the values `decoder` serves, for the fields it restricts (absent: every valid value).
+    From its `serves` attribute, and a field named in `unsupported` serves its default value only."""
+    served = {name: frozenset({_DEFAULTS[name]}) for name in unsupported_fields(decoder) if name in _DEFAULTS}
+    for name, values in dict(getattr(decoder, "serves", {})).items():
+        if name not in _DEFAULTS:
+            raise HarnessError(
+                f"decoder {decoder.name!r} declares served values of {name!r}, not a restrictable request field "
+                f"(one of {', '.join(_DEFAULTS)})"
+            )
+        served[name] = frozenset(values)
+    return served
+
+
+def cannot_serve(decoder: Decoder, *capabilities: str, **values: object) -> str | None:
+    """Why `decoder` cannot serve a case that needs `capabilities` ("forced_drafts", "steps") and these request
+    field values (e.g. num_draft_tokens=3), naming the exact capability or value; None when it can."""
+    unknown = set(capabilities) - set(CAPABILITIES)
+    if unknown:
+        raise HarnessError(f"unknown capabilities {sorted(unknown)}: the known ones are {', '.join(CAPABILITIES)}")
+    lacking = sorted(set(capabilities) & unsupported_fields(decoder))
+    if lacking:
+        return f"decoder {decoder.name!r} declares it cannot honour {', '.join(lacking)}"
+    served = served_values(decoder)
+    for name, value in values.items():
+        if name in served and value not in served[name]:
+            allowed = ", ".join(repr(v) for v in sorted(served[name], key=str))
+            return f"decoder {decoder.name!r} serves {name} in {{{allowed}}}, not {value!r}"
+    return None
+
+
+def drafts_from(decoder: Decoder) -> int:
+    """The first output position `decoder` proposes drafts for (attribute `drafts_from`, default 0). Forced
+    drafts at earlier positions are never used: those positions come from passes without drafts."""
+    return int(getattr(decoder, "drafts_from", 0))
+
+
+def drafter(decoder: Decoder) -> str:
+    """What proposes `decoder`'s drafts (attribute `drafter`): "mtp" for the checkpoint's MTP depths (default)."""
+    return str(getattr(decoder, "drafter", "mtp"))
+
+
+# --- inspection hook ------------------------------------------------------------------------------------------
+CacheLayerView = tuple[torch.Tensor, ...]  # one layer's cached tensors over the valid slots: [heads, slots, dim]
+
+
+@dataclass(frozen=True)
+class PassSnapshot:
+    """A decoder's state for one request right after a verification pass, for invariant checks.
+
+    Convention: the target cache holds every committed token except the newest, which the next pass
+    feeds first; so len(target_positions) == len(committed_ids) - 1.
+    committed_ids: prompt + generated tokens after this pass.
+    verify_position_ids: position ids the verification pass used for its inputs.
+    target_cache / target_positions: per layer, the cached tensors of the valid slots and each slot's position.
+    mtp_caches / mtp_positions: the same for each MTP depth's own attention cache (one layer per depth).
+    mtp_hidden / mtp_hidden_start: per level e (0 = the target's hidden state h^0 that depth 1 reads, e >= 1 = depth e's
+        output), the committed hidden states h^e that depth e+1 has not consumed yet, for the indices
+        starting at mtp_hidden_start[e] (index i = the position of the hidden state's own token).
+    next_position: the position id the next pass will give its first input.
+    target_recurrent: per recurrent (linear-attention) layer index of the target, its (conv state [C, K],
+        recurrent state [heads, d_k, d_v]) after the rollback; empty for a model without such layers. Such a
+        layer's entry in target_cache is empty.
+    """
+
+    request_index: int
+    pass_index: int
+    committed_ids: tuple[int, ...]
+    verify_position_ids: tuple[int, ...]
+    target_cache: tuple[CacheLayerView, ...]
+    target_positions: tuple[int, ...]
+    mtp_caches: tuple[CacheLayerView, ...]
+    mtp_positions: tuple[tuple[int, ...], ...]
+    mtp_hidden: tuple[torch.Tensor, ...]
+    mtp_hidden_start: tuple[int, ...]
+    next_position: int
+    target_recurrent: dict[int, tuple[torch.Tensor, torch.Tensor]] = field(default_factory=dict)
+
+
+PassObserver = Callable[[PassSnapshot], None]

@@ -1,0 +1,270 @@
+"""The records of a run, as results.json holds them (schema 1): one definition per record kind, shared by
+the suites that write them and by the recorder, triage, reproducers and report that read them.
+
+A test attaches a record to its case with `attach_record(record_property, kind, record)`; the recorder
+(harness/plugin/recorder.py) folds every case's records into a `CaseRecord`. Records are plain JSON data
+(dicts, lists, numbers, strings), so they cross pytest-xdist workers and land in results.json unchanged;
+the TypedDicts below say which keys each kind has. `record_problems` checks a record against its kind
+(suites/unit/test_recorder.py runs it on the records of a real run).
+
+Output positions are 0-based indices into the generated tokens.
+"""
+
+import json
+from collections.abc import Callable, Mapping
+from typing import Any, Literal, NotRequired, TypedDict, get_type_hints
+
+SCHEMA = 1
+RECORD_PREFIX = "mtp_harness."  # a record's user-property name is RECORD_PREFIX + kind
+RecordKind = Literal["divergence", "sampling", "invariants", "acceptance", "params"]
+Outcome = Literal["passed", "failed", "error", "skipped", "xfailed", "near-tie"]
+
+
+class TokenRecord(TypedDict):
+    id: int
+    text: str
+
+
+class ProbableTokenRecord(TypedDict):
+    id: int
+    text: str
+    probability: float
+
+
+class StepRecord(TypedDict):
+    """One verification pass: tokens committed before it, its drafts, how many were accepted, what it emitted."""
+
+    start: int
+    drafts: list[int]
+    accepted: int
+    emitted: list[int]
+
+
+class DivergenceRecord(TypedDict):
+    """A greedy case whose output parted from the reference (suites/greedy/conftest.py)."""
+
+    index: int
+    expected_token: int | None
+    actual_token: int | None
+    expected_text: str
+    actual_text: str
+    context_text: str
+    margin: float | None
+    near_tie: bool
+    prompt_id: str
+    dtype: str
+    num_draft_tokens: int | None
+    prompt_ids: list[int] | None
+    max_new_tokens: int | None
+    eos_token_ids: list[int] | None
+    reference_tokens: list[TokenRecord]
+    actual_tokens: list[TokenRecord]
+    top5: list[ProbableTokenRecord]
+    forced_drafts: dict[str, int]  # output position (a JSON key: a string) -> forced token
+    steps: list[StepRecord]
+
+
+class RequestRecord(TypedDict):
+    """A DecodeRequest as plain data (harness/triage/shrink.py reads it back)."""
+
+    prompt_ids: list[int]
+    max_new_tokens: int
+    num_draft_tokens: int
+    eos_token_ids: list[int]
+    forced_drafts: dict[str, int]
+    temperature: float
+    top_k: int
+    top_p: float
+    seed: int
+    draft_mode: str
+
+
+# "pass" is a Python keyword, so this record takes the functional syntax
+ViolationRecord = TypedDict(
+    "ViolationRecord",
+    {
+        "request": int,
+        "pass": int,
+        "invariant": str,
+        "where": str,
+        "difference": float | None,
+        "at": str,
+        "detail": str,
+    },
+)
+
+
+class InvariantsRecord(TypedDict):
+    """The invariant checks of one case (suites/invariants/conftest.py); a case that checks several runs adds
+    its records up (merge_invariants)."""
+
+    passes: int
+    recurrent_checks: int  # hybrid models: (conv, recurrent) state pairs checked
+    violations: list[ViolationRecord]
+    first_request: NotRequired[RequestRecord]  # the request of the first violation, for shrinking
+
+
+class PValueRecord(TypedDict):
+    test: str
+    raw: float
+    holm: float
+
+
+class PositionRecord(TypedDict):
+    """One output position of a whole-sequence case: its KS and log-likelihood tests."""
+
+    position: int
+    what: str
+    n: int
+    ks_p: float
+    ks_holm: float
+    u_moved: str
+    z: float
+    z_p: float
+    z_holm: float
+
+
+class CellRecord(TypedDict):
+    label: str
+    observed: int
+    expected: float
+
+
+class SamplingRecord(TypedDict):
+    """One sampling case (suites/sampling/conftest.py): a first-token-law case ("law") or a whole-sequence
+    case ("pit")."""
+
+    case_id: str
+    kind: Literal["law", "pit"]
+    n: int
+    cells: int | None
+    family_size: int
+    alpha_per_test: float
+    family_alpha: float
+    adjustment: str
+    p_values: list[PValueRecord]
+    kl: float | None
+    tv: float | None
+    detectable_tv: float | None
+    cells_table: list[CellRecord]
+    pit_histogram: list[int] | None
+    rejected: bool
+    positions: NotRequired[list[PositionRecord]]  # pit cases
+    truncated_runs: NotRequired[int]  # pit cases: sequences ending in an accepted run cut by max_new_tokens
+
+
+class AcceptanceRecord(TypedDict):
+    """The acceptance profile of one run (suites/invariants/test_acceptance_profile.py)."""
+
+    decoder: str
+    k: int
+    passes: int
+    accepted_histogram: list[int]
+    tokens_per_pass: float
+    per_depth_acceptance: list[float]
+    head_cost_vs_verify: float | None
+    head_fidelity: list[dict[str, Any]]
+
+
+class CaseRecord(TypedDict):
+    """One test case of a run, as results.json lists it."""
+
+    nodeid: str
+    suite: str
+    case: str
+    decoder: str
+    model: str
+    params: dict[str, str]
+    outcome: Outcome
+    duration_s: float
+    message: str
+    divergence: DivergenceRecord | None
+    sampling: SamplingRecord | None
+    invariants: InvariantsRecord | None
+
+
+class GroupRecord(TypedDict):
+    """A failure group (harness/triage/groups.py): failing cases that share a signature."""
+
+    group: int
+    signature: str
+    suite: str
+    cause: str
+    count: int
+    smallest: str
+    cases: list[str]
+    rerun: str
+    minimal: NotRequired[dict[str, Any] | None]  # the minimal case (harness/triage/minimal_cases.py)
+    reproducer: NotRequired[str]
+    reproducer_command: NotRequired[str]
+    reproducer_about: NotRequired[str]
+
+
+class RunHeader(TypedDict):
+    """Who ran what, where and with which versions; `command` replays the run."""
+
+    run_id: str
+    started: str
+    session_seed: int | None
+    decoder: str
+    model: str
+    device: str
+    dtype: str
+    git_commit: str | None
+    mtp_harness: str
+    torch: str
+    transformers: str
+    python: str
+    command: str
+    workers: int
+    engine: NotRequired[str]  # an out-of-process engine: which build of it ran
+    finished: NotRequired[str | None]
+    status: NotRequired[str]
+    exit_status: NotRequired[int | None]
+
+
+class Results(TypedDict):
+    schema: int
+    run: RunHeader
+    cases: list[CaseRecord]
+    groups: list[GroupRecord]
+    acceptance: AcceptanceRecord | None
+    mutants: dict[str, Any] | None
+
+
+RECORD_TYPES: Mapping[str, type] = {
+    "divergence": DivergenceRecord,
+    "sampling": SamplingRecord,
+    "invariants": InvariantsRecord,
+    "acceptance": AcceptanceRecord,
+}
+
+
+def attach_record(record_property: Callable[[str, object], None], kind: RecordKind, record: Mapping) -> None:
+    """Attach a record to the running test's report (pytest's record_property), as JSON."""
+    record_property(RECORD_PREFIX + kind, json.dumps(record))
+
+
+def record_problems(typed: type, record: Mapping[str, Any]) -> list[str]:
+    """The keys `record` lacks or has beyond its TypedDict, recursively through nested records and lists of
+    them; [] when it fits."""
+    problems = [f"missing {key!r}" for key in sorted(typed.__required_keys__ - record.keys())]
+    problems += [f"unknown {key!r}" for key in sorted(record.keys() - typed.__annotations__.keys())]
+    for key, hint in get_type_hints(typed).items():
+        nested = _nested_record_type(hint)
+        value = record.get(key)
+        if nested is None or value is None:
+            continue
+        for item in value if isinstance(value, list) else [value]:
+            problems += [f"{key}: {problem}" for problem in record_problems(nested, item)]
+    return problems
+
+
+def _nested_record_type(hint: object) -> type | None:
+    """The TypedDict inside a hint like SomeRecord, list[SomeRecord], SomeRecord | None or NotRequired[...]."""
+    candidates = [hint, *getattr(hint, "__args__", ())]
+    for candidate in candidates:
+        for inner in [candidate, *getattr(candidate, "__args__", ())]:
+            if isinstance(inner, type) and hasattr(inner, "__required_keys__"):
+                return inner
+    return None

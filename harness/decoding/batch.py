@@ -1,0 +1,182 @@
+"""Per-row bookkeeping of a batch being decoded, vectorised: committed tokens, EOS and length stops, steps."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Sequence
+
+import torch
+
+from harness.contract.decoder import DecodeRequest, DecodeResult, FinishReason, VerifyStep, validate_for_model
+
+NOT_FINISHED, FINISHED_EOS, FINISHED_LENGTH = 0, 1, 2
+_REASONS: dict[int, FinishReason] = {FINISHED_EOS: "eos", FINISHED_LENGTH: "length"}
+
+
+def truncate(
+    emitted: Sequence[int], remaining: int, eos_token_ids: Sequence[int]
+) -> tuple[list[int], FinishReason | None]:
+    """The tokens of `emitted` that may be committed: up to `remaining`, and up to and including the first EOS."""
+    kept: list[int] = []
+    for token in emitted[:remaining]:
+        kept.append(token)
+        if token in eos_token_ids:
+            return kept, "eos"
+    return kept, ("length" if len(kept) == remaining else None)
+
+
+# (proposed tokens [B, k+1], how many the pass offers [B], tokens left before max_new_tokens [B], EOS ids [B, E])
+#   -> (count to commit, ended at EOS)
+StopRule = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
+
+
+def stop_at_first_eos(
+    proposed: torch.Tensor, offered: torch.Tensor, remaining: torch.Tensor, eos_table: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Commit at most `remaining` of the `offered` tokens, and stop after the first EOS among them (accepted
+    drafts included: an EOS inside an accepted run ends the output there)."""
+    count = torch.minimum(offered, remaining)
+    columns = torch.arange(proposed.shape[1], device=proposed.device)[None, :]
+    is_eos = (proposed[..., None] == eos_table[:, None, :]).any(-1) & (columns < count[:, None])
+    first_eos = torch.where(is_eos.any(1), is_eos.long().argmax(1), proposed.shape[1])
+    ends_at_eos = first_eos < count
+    return torch.where(ends_at_eos, first_eos + 1, count), ends_at_eos
+
+
+class BatchState:
+    """Committed tokens of every row in a padded tensor [B, W] (the proposer reads it), and each pass's record."""
+
+    def __init__(self, requests: Sequence[DecodeRequest], device: torch.device, lookahead: int) -> None:
+        self.requests = list(requests)
+        size = len(requests)
+        width = max(len(r.prompt_ids) + r.max_new_tokens for r in requests) + lookahead + 1
+        self.sequence = torch.zeros(size, width, dtype=torch.long, device=device)
+        for row, request in enumerate(requests):
+            self.sequence[row, : len(request.prompt_ids)] = torch.tensor(request.prompt_ids)
+        self.prompt_lengths = torch.tensor([len(r.prompt_ids) for r in requests], device=device)
+        self.lengths = self.prompt_lengths.clone()
+        self.max_new_tokens = torch.tensor([r.max_new_tokens for r in requests], device=device)
+        eos_width = max(1, max(len(r.eos_token_ids) for r in requests))
+        self.eos_table = torch.full((size, eos_width), -1, dtype=torch.long, device=device)
+        for row, request in enumerate(requests):
+            self.eos_table[row, : len(request.eos_token_ids)] = torch.tensor(request.eos_token_ids, dtype=torch.long)
+        self.finish = torch.full((size,), NOT_FINISHED, dtype=torch.long, device=device)
+        self.row_ids = torch.arange(size, device=device)  # current row -> original row
+        self.passes = torch.zeros(size, dtype=torch.long, device=device)  # verification passes each row made
+        self._passes: list[tuple[torch.Tensor, ...]] = []
+        self._dropped: dict[int, tuple[list[int], int]] = {}  # original row -> (committed ids, finish code)
+
+    @property
+    def generated_counts(self) -> torch.Tensor:
+        return self.lengths - self.prompt_lengths
+
+    @property
+    def active(self) -> torch.Tensor:
+        return self.finish == NOT_FINISHED
+
+    def any_active(self) -> bool:
+        return bool(self.active.any())
+
+    def last_tokens(self) -> torch.Tensor:
+        """The newest committed token of each row [B]."""
+        return self.sequence.gather(1, (self.lengths - 1)[:, None]).squeeze(1)
+
+    def commit(
+        self,
+        active: torch.Tensor,
+        drafts: torch.Tensor,
+        row_k: torch.Tensor,
+        accepted: torch.Tensor,
+        next_token: torch.Tensor,
+        record: bool = True,
+        stop_rule: StopRule = stop_at_first_eos,
+    ) -> None:
+        """Commit, for every active row, its accepted drafts and then the target's token, truncated at
+        max_new_tokens and after the first EOS. drafts [B, k]; row_k [B]: drafts the row proposed."""
+        size, k = drafts.shape
+        columns = torch.arange(k + 1, device=drafts.device)[None, :]
+        proposed = torch.cat([drafts, drafts.new_zeros(size, 1)], dim=1)
+        proposed = proposed.scatter(1, accepted[:, None], next_token[:, None])  # a accepted drafts, then the token
+        remaining = self.max_new_tokens - self.generated_counts
+        count, ends_at_eos = stop_rule(proposed, accepted + 1, remaining, self.eos_table)
+        count = torch.where(active, count, 0)
+        start = self.generated_counts.clone()
+        write = columns < count[:, None]
+        positions = (self.lengths[:, None] + columns).clamp(max=self.sequence.shape[1] - 1)
+        self.sequence.scatter_(1, positions, torch.where(write, proposed, self.sequence.gather(1, positions)))
+        self.lengths = self.lengths + count
+        self.passes = self.passes + active.long()
+        finished_length = active & ~ends_at_eos & (self.generated_counts >= self.max_new_tokens)
+        # a row that committed more than it may (a broken stop rule) is finished, not left running
+        self.finish = torch.where(active & ends_at_eos, FINISHED_EOS, self.finish)
+        self.finish = torch.where(finished_length, FINISHED_LENGTH, self.finish)
+        if record:
+            self._passes.append((self.row_ids, active, start, drafts, row_k, accepted, count))
+
+    def select_rows(self, keep: torch.Tensor) -> None:
+        """Keep only the rows `keep` (indices); the others must have finished and are set aside."""
+        dropped = torch.ones(len(self.row_ids), dtype=torch.bool, device=keep.device)
+        dropped[keep] = False
+        for row in dropped.nonzero().squeeze(-1).tolist():
+            length = int(self.lengths[row])
+            self._dropped[int(self.row_ids[row])] = (self.sequence[row, :length].tolist(), int(self.finish[row]))
+        for name in (
+            "sequence",
+            "prompt_lengths",
+            "lengths",
+            "max_new_tokens",
+            "eos_table",
+            "finish",
+            "row_ids",
+            "passes",
+        ):
+            setattr(self, name, getattr(self, name)[keep])
+
+    def results(self) -> list[DecodeResult]:
+        committed = dict(self._dropped)
+        for row, original in enumerate(self.row_ids.tolist()):
+            committed[original] = (self.sequence[row, : int(self.lengths[row])].tolist(), int(self.finish[row]))
+        prompts = [len(r.prompt_ids) for r in self.requests]
+        steps: list[list[VerifyStep]] = [[] for _ in self.requests]
+        for record in self._passes:
+            row_ids, active, start, drafts, row_k, accepted, count = (t.tolist() for t in record)
+            for row, original in enumerate(row_ids):
+                if not active[row]:
+                    continue
+                begin = prompts[original] + start[row]
+                emitted = tuple(committed[original][0][begin : begin + count[row]])
+                step = VerifyStep(start[row], tuple(drafts[row][: row_k[row]]), accepted[row], emitted)
+                steps[original].append(step)
+        return [
+            DecodeResult(tuple(ids[prompts[row] :]), tuple(steps[row]), _REASONS.get(code, "length"))
+            for row, (ids, code) in sorted(committed.items())
+        ]
+
+
+def decode_in_groups(
+    requests: Sequence[DecodeRequest],
+    vocab_size: int,
+    max_context: int,
+    group_key: Callable[[DecodeRequest], Hashable],
+    decode_group: Callable[[list[DecodeRequest], list[int]], list[DecodeResult]],
+) -> list[DecodeResult]:
+    """Validate every request, decode requests that share `group_key` as one batch, return results in order.
+    decode_group(requests, their indices in the input) -> their results."""
+    for index, request in enumerate(requests):
+        validate_for_model(request, vocab_size, max_context, index)
+    groups: dict[Hashable, list[int]] = {}
+    for index, request in enumerate(requests):
+        groups.setdefault(group_key(request), []).append(index)
+    results: list[DecodeResult | None] = [None] * len(requests)
+    for indices in groups.values():
+        for index, result in zip(indices, decode_group([requests[i] for i in indices], indices), strict=True):
+            results[index] = result
+    return results  # type: ignore[return-value]
+
+
+def prefill_inputs(state: BatchState) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Every prompt token but the last, right-padded: (token ids, positions, valid), each [B, P]."""
+    lengths = state.lengths - 1
+    width = int(lengths.max())
+    columns = torch.arange(width, device=lengths.device)[None, :].expand(len(state.requests), -1)
+    valid = columns < lengths[:, None]
+    return torch.where(valid, state.sequence[:, :width], 0), columns, valid

@@ -1,0 +1,101 @@
+"""A pytest session's set-up: the session seed (printed in the report header, handed to pytest-xdist
+workers, replayable with --harness-seed=last), one torch thread per xdist worker, the Hypothesis profile of
+the budget, the run recorder when a report is asked for, and the dtype a run resolves to."""
+
+from __future__ import annotations
+
+import os
+import random
+
+import pytest
+from hypothesis import settings
+
+from harness.contract.budget import BUDGETS
+from harness.contract.paths import resolve_model_path
+from harness.plugin.options import MARKERS
+
+SEED_CACHE_KEY = "mtp_harness/seed"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if getattr(config, "workerinput", None) is not None:
+        # pytest-xdist: one torch thread per worker, so N workers share N cores instead of oversubscribing them;
+        # processes a test starts (an engine, a child pytest run) inherit one OpenMP thread too
+        import torch
+
+        torch.set_num_threads(1)
+        os.environ.setdefault("OMP_NUM_THREADS", "1")
+        os.environ.setdefault("MKL_NUM_THREADS", "1")
+    for name, description in MARKERS.items():
+        config.addinivalue_line("markers", f"{name}: {description}")
+    config.stash[SEED] = _session_seed(config)
+    budget = BUDGETS[config.getoption("--harness-budget")]
+    settings.load_profile(os.environ.get("MTP_HARNESS_HYPOTHESIS_PROFILE", budget.hypothesis_profile))
+    report = config.getoption("--harness-report")
+    if report and getattr(config, "workerinput", None) is None:
+        from harness.plugin.recorder import RunRecorder, pytest_run_header, run_directory
+
+        run_dir = run_directory(report)
+        model = resolve_model_path(config.getoption("--model"))
+        header = pytest_run_header(config, config.stash[SEED], resolved_dtype(config), model, run_dir.name)
+        config.pluginmanager.register(RunRecorder(config, run_dir, header), "mtp_harness_recorder")
+
+
+SEED = pytest.StashKey[int]()
+
+
+def _session_seed(config: pytest.Config) -> int:
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None and "mtp_harness_seed" in workerinput:
+        return int(workerinput["mtp_harness_seed"])
+    value = config.getoption("--harness-seed")
+    if value == "random":
+        seed = random.SystemRandom().randrange(2**32)
+    elif value == "last":
+        cache = getattr(config, "cache", None)  # absent with -p no:cacheprovider
+        cached = cache.get(SEED_CACHE_KEY, None) if cache is not None else None
+        if cached is None:
+            raise pytest.UsageError("--harness-seed=last: no previous seed recorded in the pytest cache")
+        seed = int(cached)
+    else:
+        try:
+            seed = int(value)
+        except ValueError:
+            raise pytest.UsageError(f"--harness-seed must be an integer, 'random' or 'last', got {value!r}") from None
+    if getattr(config, "cache", None) is not None:
+        config.cache.set(SEED_CACHE_KEY, seed)
+    return seed
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node) -> None:  # noqa: ANN001 - xdist WorkerController
+    """pytest-xdist: every worker uses the controller's session seed."""
+    node.workerinput["mtp_harness_seed"] = node.config.stash[SEED]
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    return [
+        f"mtp-harness: session seed {config.stash[SEED]} (replay: --harness-seed={config.stash[SEED]}), "
+        f"decoder {config.getoption('--decoder')}, model {resolve_model_path(config.getoption('--model'))}, "
+        f"device {config.getoption('--device')}, dtype {resolved_dtype(config)}"
+    ]
+
+
+def resolved_dtype(config: pytest.Config) -> str:
+    """--dtype, else the decoder's own default for the device (vLLM: float32 on CPU), else float64 on CPU and
+    bf16 on CUDA."""
+    from harness.models.loading import parse_dtype
+
+    dtype = config.getoption("--dtype")
+    device = str(config.getoption("--device"))
+    if dtype is None:
+        from harness.contract.errors import HarnessError
+        from harness.subjects.registry import default_dtype
+
+        try:
+            dtype = default_dtype(config.getoption("--decoder"), device)
+        except HarnessError:
+            dtype = None  # an unknown decoder is reported, with its near matches, when the decoder is built
+    if dtype is not None:
+        return str(parse_dtype(dtype)).removeprefix("torch.")
+    return "bfloat16" if device.startswith("cuda") else "float64"

@@ -1,0 +1,127 @@
+"""Markdown tables of measured figures, made from runs' results.json, for docs/measurements/: what a run
+counted per suite, the mutation table and the efficiency table. Each table is headed by where its figures come
+from (the date, the commit and the command of the runs), so a figure in the docs is pasted, never retyped.
+
+    mtp-harness summarize reports/<run-id> [reports/<run-id> ...]
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from harness.contract.records import Results
+
+COUNTED = ("passed", "failed", "error", "skipped", "xfailed", "near-tie")
+
+
+def load_results(path: Path) -> Results:
+    """A run directory (its results.json) or a results.json file."""
+    file = path / "results.json" if path.is_dir() else path
+    return json.loads(file.read_text())
+
+
+def provenance(runs: Sequence[Results]) -> str:
+    """One line per run: when it started, the commit, and the command that replays it."""
+    lines = []
+    for results in runs:
+        run = results["run"]
+        commit = run.get("git_commit") or f"mtp-harness {run.get('mtp_harness', '?')}"
+        status = run.get("status", "?")
+        lines.append(f"- {run['started'][:10]}, commit `{commit[:10]}`, {status}: `{run['command']}`")
+    return "\n".join(lines)
+
+
+def table(header: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
+    def cell(value: object) -> str:
+        return "" if value is None else str(value).replace("|", "\\|")
+
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(cell(value) for value in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def counts_table(runs: Sequence[Results]) -> str:
+    """Cases per decoder, model and suite, by outcome."""
+    rows = []
+    for results in runs:
+        run = results["run"]
+        by_suite: dict[str, Counter] = {}
+        for case in results["cases"]:
+            by_suite.setdefault(case["suite"], Counter())[case["outcome"]] += 1
+        for suite, counts in sorted(by_suite.items()):
+            model = Path(str(run["model"])).name
+            row = [run["decoder"], model, run.get("engine", ""), suite, sum(counts.values())]
+            rows.append(row + [counts.get(outcome, 0) for outcome in COUNTED])
+    return table(["decoder", "model", "engine", "suite", "cases", *COUNTED], rows)
+
+
+def mutants_table(results: Results) -> str | None:
+    """The mutation catalogue's table: every decoder against every suite, and the score."""
+    mutants = results.get("mutants")
+    if not mutants:
+        return None
+    suites = mutants["suites"]
+    rows = []
+    if mutants["correct_decoder"]:
+        rows.append(["mtp (correct)", *(mutants["correct_decoder"][s] for s in suites), "pass everything", ""])
+    for row in mutants["rows"]:
+        cells = [row["cells"][s] for s in suites]
+        rows.append([row["mutant"], *cells, row["expected"], f"{row['elapsed_s']:.0f}"])
+    score = (
+        f"\n\n[{mutants['mode']}] mutation score {mutants['caught']}/{mutants['scored']}; correct decoder passes "
+        f"everything: {mutants['correct_passes']}; controls as expected: {mutants['controls_pass']}; "
+        f"{mutants['elapsed_s']:.0f} s wall"
+    )
+    return table(["decoder", *suites, "expected", "s"], rows) + score
+
+
+def efficiency_table(results: Results) -> str | None:
+    """Samples (or sequences) to the sampling suite's first rejection of each mutant, against ideal tests."""
+    rows = (results.get("mutants") or {}).get("efficiency")
+    if not rows:
+        return None
+    header = [
+        "mutant",
+        "case",
+        "first rejection (streams)",
+        "median",
+        "ideal LR N",
+        "ideal chi-square N",
+        "ratio",
+        "TV",
+    ]
+    body = []
+    for row in rows:
+        if "error" in row:
+            body.append([row["mutant"], row["case"], row["error"], "", "", "", "", ""])
+            continue
+        streams = ", ".join("none" if s is None else str(s) for s in row.get("streams", []))
+        body.append(
+            [
+                row["mutant"],
+                row["case"],
+                streams,
+                row.get("first_rejection_n"),
+                row.get("ideal_lr_n"),
+                row.get("ideal_chi2_n"),
+                _rounded(row.get("ratio")),
+                _rounded(row.get("tv")),
+            ]
+        )
+    return table(header, body)
+
+
+def _rounded(value: object) -> object:
+    return f"{value:.3g}" if isinstance(value, float) else value
+
+
+def summary(paths: Sequence[Path]) -> str:
+    """The markdown block for docs/measurements/: provenance, counts, and the mutation tables when present."""
+    runs = [load_results(path) for path in paths]
+    parts = [provenance(runs), counts_table(runs)]
+    for results in runs:
+        parts += [part for part in (mutants_table(results), efficiency_table(results)) if part]
+    return "\n\n".join(parts) + "\n"

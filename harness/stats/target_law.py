@@ -1,0 +1,77 @@
+"""The exact law of the first L generated tokens under the target model, by enumeration with pruning.
+
+For a prompt and sampling settings, the probability of a continuation x_1..x_L is the product of the
+target's processed conditionals (temperature -> top-k -> top-p, exactly as the decoders apply them):
+
+    P(x_1..x_L) = prod_t p(x_t | prompt, x_<t)
+
+Branches are expanded level by level; a branch whose probability falls below `prune_mass` is not
+expanded, and all such mass is pooled into one OTHER cell. A continuation that reaches EOS ends there
+(a shorter cell). The cells' and OTHER's probabilities sum to 1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from harness.contract.decoder import SamplingConfig
+from harness.decoding.sampling import process_logits
+from harness.models.loading import ModelBundle
+from harness.models.teacher_forcing import target_forward
+
+OTHER = ("<other>",)
+
+
+@dataclass(frozen=True)
+class TargetLaw:
+    """cells: continuation (token ids) -> probability; `other` pools every pruned branch."""
+
+    cells: dict[tuple[int, ...], float]
+    other: float
+    length: int
+    prune_mass: float
+
+    def cell_of(self, tokens: tuple[int, ...]) -> tuple:
+        """The cell a sampled continuation (truncated to `length`) falls into."""
+        key = tuple(tokens[: self.length])
+        return key if key in self.cells else OTHER
+
+
+def target_law(
+    bundle: ModelBundle,
+    prompt_ids: tuple[int, ...],
+    sampling: SamplingConfig,
+    length: int,
+    prune_mass: float = 1e-4,
+    batch: int = 256,
+) -> TargetLaw:
+    """Enumerate the first `length` tokens' law (see the module docstring)."""
+    eos = set(bundle.eos_token_ids)
+    frontier: dict[tuple[int, ...], float] = {(): 1.0}
+    cells: dict[tuple[int, ...], float] = {}
+    other = 0.0
+    for _ in range(length):
+        prefixes = list(frontier)
+        next_frontier: dict[tuple[int, ...], float] = {}
+        for start in range(0, len(prefixes), batch):
+            chunk = prefixes[start : start + batch]
+            ids = torch.tensor([prompt_ids + prefix for prefix in chunk], device=bundle.device)
+            with torch.no_grad():
+                _, logits = target_forward(bundle.target, ids)
+            probs = process_logits(logits[:, -1], sampling).double().cpu()
+            for prefix, row in zip(chunk, probs, strict=True):
+                weight = frontier[prefix]
+                children = (row * weight).tolist()
+                for token in row.nonzero().squeeze(-1).tolist():
+                    mass = children[token]
+                    if mass < prune_mass:
+                        other += mass
+                    elif token in eos:
+                        cells[(*prefix, token)] = mass
+                    else:
+                        next_frontier[(*prefix, token)] = mass
+        frontier = next_frontier
+    cells.update(frontier)
+    return TargetLaw(cells, other, length, prune_mass)

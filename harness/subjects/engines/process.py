@@ -1,0 +1,175 @@
+"""An engine server in its own process, spoken to in the wire format (harness/subjects/engines/wire.py).
+
+One process per engine configuration (model, dtype, k, draft mode) lives as long as the decoder that
+started it (a pytest session), not one per request. The server's stderr goes to a log file whose tail is
+shown when the engine fails; a crash fails the decode call that was running, and the next call starts a
+fresh process.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import selectors
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+from harness.contract.decoder import DecodeRequest, DecodeResult
+from harness.contract.errors import HarnessError
+from harness.subjects.engines.wire import PROTOCOL, EngineProtocolError, parse_result, request_message
+
+STARTUP_TIMEOUT_SECONDS = 900.0
+# A decode call that takes longer is taken for a hung engine: the process is killed and the call fails.
+DECODE_TIMEOUT_SECONDS = float(os.environ.get("MTP_HARNESS_ENGINE_TIMEOUT", "900"))
+LOG_TAIL_LINES = 40
+
+
+class EngineError(HarnessError):
+    """An engine process failed to start, died, or reported an error for a decode call."""
+
+
+class EngineProcess:
+    """A running engine server: `decode(requests)` sends one batch and waits for its results."""
+
+    def __init__(
+        self, python: Path, server: Path, config: Mapping[str, object], env: Mapping[str, str], label: str
+    ) -> None:
+        self.label = label
+        self.config = dict(config)
+        log_dir = Path(os.environ.get("MTP_HARNESS_ENGINE_LOGS") or Path(tempfile.gettempdir()) / "mtp-harness-engines")
+        log_dir.mkdir(parents=True, exist_ok=True)
+        self.log_path = log_dir / f"{label}-{os.getpid()}-{time.time_ns()}.log"
+        self._log = self.log_path.open("w")
+        try:
+            self.process = subprocess.Popen(
+                [str(python), str(server)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=self._log,
+                text=True,
+                env={**os.environ, **env},
+            )
+        except OSError as error:
+            raise EngineError(f"engine {label}: cannot start {python} {server}: {error}") from error
+        self._calls = 0
+        try:
+            self._send(self.config)
+            ready = self._receive(timeout=STARTUP_TIMEOUT_SECONDS, waiting_for="the engine to start")
+        except HarnessError:
+            self.close()
+            raise
+        if not ready.get("ready"):
+            tail = self.log_tail()
+            self.close()
+            raise EngineError(f"engine {label} did not start: {ready.get('error')}\n{tail}")
+        if ready.get("protocol") != PROTOCOL:
+            self.close()
+            raise EngineProtocolError(f"engine {label} speaks protocol {ready.get('protocol')}, the harness {PROTOCOL}")
+        self.info: dict = ready.get("engine", {})
+
+    def decode(self, requests: Sequence[DecodeRequest]) -> list[DecodeResult]:
+        self._calls += 1
+        call = self._calls
+        self._send({"op": "decode", "id": call, "requests": [request_message(r) for r in requests]})
+        waiting_for = f"decode call {call} ({len(requests)} requests)"
+        reply = self._receive(timeout=DECODE_TIMEOUT_SECONDS, waiting_for=waiting_for)
+        if reply.get("id") != call:
+            raise EngineProtocolError(f"engine {self.label}: reply to call {reply.get('id')}, expected {call}")
+        if "error" in reply:
+            if reply.get("fatal"):
+                self.close()
+            raise EngineError(
+                f"engine {self.label} failed decode call {call}: {reply['error']}\n{reply.get('traceback', '')}"
+            )
+        results = reply.get("results")
+        if not isinstance(results, list) or len(results) != len(requests):
+            raise EngineProtocolError(f"engine {self.label}: {len(requests)} requests, results {str(results)[:200]}")
+        return [parse_result(result, f"engine {self.label}, request {i}") for i, result in enumerate(results)]
+
+    @property
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def close(self) -> None:
+        if self.alive:
+            try:
+                self._send({"op": "shutdown"})
+                self.process.wait(timeout=30)
+            except (OSError, subprocess.TimeoutExpired, EngineError):
+                self.process.kill()
+                self.process.wait()
+        for stream in (self.process.stdin, self.process.stdout):
+            if stream is not None:
+                stream.close()
+        self._log.close()
+
+    def log_tail(self) -> str:
+        if not self._log.closed:
+            self._log.flush()
+        lines = self.log_path.read_text(errors="replace").splitlines()[-LOG_TAIL_LINES:]
+        return f"last {len(lines)} lines of {self.log_path}:\n" + "\n".join(lines)
+
+    def _send(self, message: Mapping[str, object]) -> None:
+        try:
+            self.process.stdin.write(json.dumps(message) + "\n")
+            self.process.stdin.flush()
+        except (BrokenPipeError, OSError) as error:
+            raise EngineError(f"engine {self.label} is gone ({error}):\n{self.log_tail()}") from error
+
+    def _receive(self, timeout: float | None, waiting_for: str) -> dict:
+        stdout = self.process.stdout
+        if timeout is not None:
+            with selectors.DefaultSelector() as selector:
+                selector.register(stdout, selectors.EVENT_READ)
+                if not selector.select(timeout):
+                    self.process.kill()
+                    raise EngineError(
+                        f"engine {self.label}: no answer after {timeout:.0f} s while the harness waited for "
+                        f"{waiting_for}; killed it\n{self.log_tail()}"
+                    )
+        line = stdout.readline()
+        if not line:
+            code = self.process.wait()
+            raise EngineError(
+                f"engine {self.label} exited (code {code}) while the harness waited for {waiting_for}\n"
+                + self.log_tail()
+            )
+        try:
+            message = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise EngineProtocolError(f"engine {self.label} wrote a line that is not JSON: {line[:200]!r}") from error
+        if not isinstance(message, dict):
+            raise EngineProtocolError(f"engine {self.label} wrote {line[:200]!r}, not a JSON object")
+        return message
+
+
+class EnginePool:
+    """Engine processes by configuration key, started on first use and closed at exit. At most `max_alive`
+    live at once (each holds a model and its KV cache): the least recently used one is closed to make room."""
+
+    def __init__(self, max_alive: int = int(os.environ.get("MTP_HARNESS_MAX_ENGINES", "4"))) -> None:
+        self.max_alive = max(1, max_alive)
+        self._processes: dict[tuple, EngineProcess] = {}  # in order of last use
+        atexit.register(self.close)
+
+    def get(self, key: tuple, start: Callable[[], EngineProcess]) -> EngineProcess:
+        process = self._processes.pop(key, None)
+        if process is not None and not process.alive:
+            process.close()
+            process = None
+        if process is None:
+            while len(self._processes) >= self.max_alive:
+                oldest = next(iter(self._processes))
+                self._processes.pop(oldest).close()
+            process = start()
+        self._processes[key] = process
+        return process
+
+    def close(self) -> None:
+        for process in self._processes.values():
+            process.close()
+        self._processes.clear()

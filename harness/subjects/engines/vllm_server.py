@@ -1,0 +1,242 @@
+"""The vLLM engine server: runs inside vLLM's own environment and speaks the harness's wire protocol.
+
+This file is executed by the vLLM environment's Python (`python vllm_server.py`): it needs only the standard
+library and vLLM (imported inside the engine). The harness imports it only for `llm_arguments`, to write the
+same engine configuration into a vLLM-alone reproducer (harness/subjects/engines/vllm_reproducer.py).
+
+The protocol (harness/subjects/engines/wire.py) is JSON lines: the first stdin line is the engine configuration,
+then one `decode` message per line; every reply is one stdout line. Everything vLLM prints goes to stderr.
+
+vLLM is tested as shipped. The server makes exactly two interventions, both inside the engine process:
+
+- forced drafts: the MTP proposer's per-position draft sampler (`_sample_draft_tokens`, called once per
+  draft position) is wrapped so that a draft for an output position the request forces becomes the forced
+  token, with a one-hot q where the proposer returns draft probabilities. Later drafts of the same pass are
+  then drafted from it, as the contract says.
+- step recording: the model runner's `_sample` (the rejection sampler's call site, or the plain sampler on
+  a pass without drafts) is wrapped to record, per request and pass, the drafts the scheduler sent to
+  verification and the tokens vLLM's verification returned (accepted drafts + the target's token).
+
+Neither changes what vLLM computes for a request without forced drafts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import traceback
+
+PROTOCOL = 1
+HARNESS_KEY = "mtp_harness"
+FINISH_REASONS = {"stop": "eos", "length": "length"}  # vLLM's -> the contract's (only stop_token_ids stop it)
+
+
+def main() -> None:
+    reply_stream = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)  # vLLM's own prints and logs go to stderr; stdout carries replies only
+
+    def reply(message: dict) -> None:
+        reply_stream.write(json.dumps(message) + "\n")
+
+    try:
+        config = json.loads(sys.stdin.readline())
+        engine = Engine(config)
+    except Exception as error:  # the harness shows this with the engine's stderr tail
+        reply({"ready": False, "error": f"{type(error).__name__}: {error}", "traceback": traceback.format_exc()})
+        return
+    reply({"ready": True, "protocol": PROTOCOL, "engine": engine.describe()})
+    for line in sys.stdin:
+        message = json.loads(line)
+        if message.get("op") == "shutdown":
+            break
+        try:
+            reply({"id": message.get("id"), "results": engine.decode(message["requests"])})
+        except Exception as error:  # vLLM's engine is not reusable after an error inside a step: exit
+            error_text = f"{type(error).__name__}: {error}"
+            reply({"id": message.get("id"), "error": error_text, "traceback": traceback.format_exc(), "fatal": True})
+            break
+
+
+def speculative_config(config: dict) -> dict | None:
+    """vLLM's speculative_config for the harness's engine configuration (None: no speculation)."""
+    k = int(config.get("num_draft_tokens", 0))
+    if not k:
+        return None
+    return {
+        "method": "mtp",
+        "num_speculative_tokens": k,
+        "draft_sample_method": "probabilistic" if config.get("draft_mode") == "sample" else "greedy",
+    }
+
+
+def llm_arguments(config: dict) -> dict:
+    """The keyword arguments of vLLM's LLM for the harness's engine configuration."""
+    return {
+        "model": config["model"],
+        "dtype": config.get("dtype", "float32"),
+        "max_model_len": int(config["max_model_len"]),
+        "speculative_config": speculative_config(config),
+        "seed": int(config.get("seed", 0)),
+        "enforce_eager": bool(config.get("enforce_eager", True)),
+        "async_scheduling": False,  # each pass's drafts are then in the scheduler output the recorder reads
+        "skip_tokenizer_init": True,  # requests arrive as token ids; EOS comes from the request
+        "max_num_seqs": int(config.get("max_num_seqs", 256)),
+        "kv_cache_memory_bytes": int(config.get("kv_cache_bytes", 256 * 2**20)),  # small models, small cache
+        "disable_log_stats": True,
+    }
+
+
+class Engine:
+    """One vLLM LLM instance (in this process) with the harness's hooks installed on its model runner."""
+
+    def __init__(self, config: dict) -> None:
+        os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # the engine core runs in this process
+        import vllm
+        from vllm import LLM
+
+        self.config = config
+        self.version = vllm.__version__
+        self.llm = LLM(**llm_arguments(config))
+        self.recorder = StepRecorder()
+        self.llm.collective_rpc(self.recorder.install)
+        self.batches = 0
+
+    def describe(self) -> dict:
+        return {"name": "vllm", "version": self.version, "config": self.config}
+
+    def decode(self, requests: list[dict]) -> list[dict]:
+        from vllm import SamplingParams
+
+        engine = self.llm.llm_engine
+        self.batches += 1
+        ids = []
+        for index, request in enumerate(requests):
+            request_id = f"b{self.batches}-r{index}"
+            params = SamplingParams(
+                n=1,
+                temperature=float(request["temperature"]),
+                top_k=int(request["top_k"]),
+                top_p=float(request["top_p"]),
+                seed=int(request["seed"]),
+                max_tokens=int(request["max_new_tokens"]),
+                ignore_eos=True,  # only the request's own EOS ids stop it
+                stop_token_ids=[int(t) for t in request["eos_token_ids"]],
+                detokenize=False,
+                extra_args={HARNESS_KEY: {"key": request_id, "forced": request.get("forced_drafts", {})}},
+            )
+            engine.add_request(request_id, {"prompt_token_ids": [int(t) for t in request["prompt_ids"]]}, params)
+            ids.append(request_id)
+        finished = {}
+        while engine.has_unfinished_requests():
+            for output in engine.step():
+                if output.finished:
+                    finished[output.request_id] = output
+        results = []
+        for request_id in ids:
+            completion = finished[request_id].outputs[0]
+            if completion.finish_reason not in FINISH_REASONS:
+                raise RuntimeError(f"request {request_id} ended with finish_reason {completion.finish_reason!r}")
+            tokens = [int(t) for t in completion.token_ids]
+            results.append(
+                {
+                    "token_ids": tokens,
+                    "finish_reason": FINISH_REASONS[completion.finish_reason],
+                    "steps": self.recorder.take_steps(request_id, tokens),
+                }
+            )
+        return results
+
+
+class StepRecorder:
+    """Hooks on the model runner: forced drafts in the proposer, and each pass's verification output."""
+
+    def __init__(self) -> None:
+        self.passes: dict[str, list[tuple[list[int], list[int]]]] = {}  # key -> [(drafts, verified tokens)]
+        self.committed: dict[str, int] = {}  # key -> output tokens verified so far (before truncation)
+        self.draft_index = 0
+
+    def install(self, worker) -> None:  # noqa: ANN001 - vLLM's worker (wrapper)
+        runner = worker.model_runner
+        self.runner = runner
+        self.scheduler_output = None
+        execute_model, sample = runner.execute_model, runner._sample
+
+        def recorded_execute_model(scheduler_output, *args, **kwargs):  # noqa: ANN001
+            self.scheduler_output = scheduler_output
+            return execute_model(scheduler_output, *args, **kwargs)
+
+        def recorded_sample(logits, spec_decode_metadata):  # noqa: ANN001
+            output = sample(logits, spec_decode_metadata)
+            self.record(output.sampled_token_ids)
+            return output
+
+        runner.execute_model = recorded_execute_model
+        runner._sample = recorded_sample
+        drafter = getattr(runner, "drafter", None)
+        if drafter is not None:
+            propose, sample_drafts = drafter.propose, drafter._sample_draft_tokens
+
+            def counted_propose(*args, **kwargs):
+                self.draft_index = 0
+                return propose(*args, **kwargs)
+
+            def forced_sample_drafts(hidden_states, sampling_metadata):  # noqa: ANN001
+                tokens, probs = sample_drafts(hidden_states, sampling_metadata)
+                self.force(tokens, probs)
+                self.draft_index += 1
+                return tokens, probs
+
+            drafter.propose = counted_propose
+            drafter._sample_draft_tokens = forced_sample_drafts
+
+    def harness_args(self, req_id: str) -> dict | None:
+        state = self.runner.requests.get(req_id)
+        extra = getattr(getattr(state, "sampling_params", None), "extra_args", None) or {}
+        return extra.get(HARNESS_KEY)
+
+    def record(self, sampled) -> None:  # noqa: ANN001 - torch.Tensor [num_reqs, max_spec_len + 1], -1 = none
+        rows = sampled.tolist()
+        scheduled = self.scheduler_output.scheduled_spec_decode_tokens if self.scheduler_output else {}
+        discard = getattr(self.runner, "discard_request_mask", None)
+        for row, req_id in enumerate(self.runner.input_batch.req_ids):
+            args = self.harness_args(req_id)
+            if args is None:
+                continue
+            if discard is not None and bool(discard.np[row]):
+                continue  # a partial prefill: nothing was sampled for this request
+            drafts = [int(t) for t in scheduled.get(req_id, []) if t >= 0]
+            verified = [int(t) for t in rows[row][: len(drafts) + 1] if t >= 0]
+            key = args["key"]
+            self.passes.setdefault(key, []).append((drafts, verified))
+            self.committed[key] = self.committed.get(key, 0) + len(verified)
+
+    def force(self, tokens, probs) -> None:  # noqa: ANN001 - torch.Tensor [B], [B, V] or None
+        for row, req_id in enumerate(self.runner.input_batch.req_ids[: tokens.shape[0]]):
+            args = self.harness_args(req_id)
+            if not args or not args["forced"]:
+                continue
+            position = self.committed.get(args["key"], 0) + self.draft_index  # output position of this draft
+            forced = args["forced"].get(str(position))
+            if forced is None:
+                continue
+            tokens[row] = int(forced)
+            if probs is not None:  # the law the draft was drawn from: one-hot on the forced token
+                probs[row].zero_()
+                probs[row, int(forced)] = 1.0
+
+    def take_steps(self, key: str, tokens: list[int]) -> list[dict]:
+        """The request's passes, each cut to the tokens the engine committed (EOS / max_tokens truncation)."""
+        steps, start = [], 0
+        for drafts, verified in self.passes.pop(key, []):
+            emitted = verified[: max(0, len(tokens) - start)]
+            if not emitted:
+                break
+            steps.append({"start": start, "drafts": drafts, "accepted": len(verified) - 1, "emitted": emitted})
+            start += len(emitted)
+        self.committed.pop(key, None)
+        return steps
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,100 @@
+"""vLLM as a subject: `vllm-mtp` (vLLM's own MTP speculative decoding) and `vllm` (vLLM without speculation).
+
+vLLM runs in its own environment (harness/subjects/engines/environments.py; `mtp-harness engine install vllm`) and is
+driven out of process through harness/subjects/engines/vllm_server.py. One engine process per (k, draft mode) of the
+bundle's model and dtype, started on first use and kept for the decoder's lifetime: a batch of requests
+with mixed k is split by k, each part decoded as one batch by its engine.
+
+What vLLM serves here:
+- k = num_draft_tokens is vLLM's `num_speculative_tokens` (vLLM reuses its first MTP layer for every draft
+  position beyond the checkpoint's MTP layers);
+- draft_mode "greedy" is vLLM's default `draft_sample_method="greedy"` (argmax drafts, one-hot q); "sample"
+  is `draft_sample_method="probabilistic"` (drafts drawn from the MTP head's temperature-scaled softmax,
+  verified against it);
+- vLLM's prefill samples the first output token without drafts, so its first drafted position is 1
+  (`drafts_from`); forced drafts and rejection schedules start there.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+import torch
+
+from harness.contract.decoder import DecodeRequest, DecodeResult
+from harness.contract.errors import HarnessError
+from harness.decoding.batch import decode_in_groups
+from harness.models.loading import ModelBundle
+from harness.subjects.engines.process import EnginePool, EngineProcess
+from harness.subjects.engines.vllm_environment import SERVER, VLLM
+
+ENGINE_DTYPES = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}
+
+
+class VLLMDecoder:
+    """vLLM's speculative decoding with the checkpoint's MTP layers (or plain vLLM with speculative=False)."""
+
+    drafts_from = 1  # vLLM's prefill samples output token 0 without drafts
+
+    def __init__(self, bundle: ModelBundle, speculative: bool = True) -> None:
+        if bundle.dtype not in ENGINE_DTYPES:
+            raise HarnessError(
+                f"vLLM has no {str(bundle.dtype).removeprefix('torch.')} path: run it with --dtype float32 "
+                "(CPU) or --dtype bf16 (CUDA)"
+            )
+        self.bundle = bundle
+        self.speculative = speculative
+        self.name = "vllm-mtp" if speculative else "vllm"
+        self.unsupported = (
+            frozenset() if speculative else frozenset({"num_draft_tokens", "draft_mode", "forced_drafts"})
+        )
+        self.flavour = "cuda" if bundle.device.type == "cuda" else "cpu"
+        self.pool = EnginePool()
+
+    @property
+    def engine_version(self) -> str | None:
+        return VLLM.installed_version(self.flavour)
+
+    def decode(self, requests: Sequence[DecodeRequest]) -> list[DecodeResult]:
+        def decode_group(group: list[DecodeRequest], indices: list[int]) -> list[DecodeResult]:
+            key = self._engine_key(group[0])
+            return self.pool.get(key, lambda: self._start(*key)).decode(group)
+
+        bundle = self.bundle
+        return decode_in_groups(requests, bundle.vocab_size, bundle.max_context, self._engine_key, decode_group)
+
+    def close(self) -> None:
+        self.pool.close()
+
+    def _engine_key(self, request: DecodeRequest) -> tuple[int, str]:
+        if not self.speculative:
+            return (0, "greedy")
+        return (request.num_draft_tokens, request.draft_mode)
+
+    def engine_config(self, k: int, draft_mode: str) -> dict[str, object]:
+        """The configuration the server builds its vLLM LLM from (harness/subjects/engines/vllm_server.py)."""
+        bundle = self.bundle
+        return {
+            "model": str(bundle.path.resolve()),
+            "dtype": ENGINE_DTYPES[bundle.dtype],
+            "max_model_len": bundle.max_context,
+            "num_draft_tokens": k,
+            "draft_mode": draft_mode,
+            "seed": 0,
+            # CPU: eager (compiling every engine would take minutes on a small runner); CUDA: compiled with
+            # CUDA graphs, as deployed
+            "enforce_eager": self.flavour == "cpu",
+        }
+
+    def _start(self, k: int, draft_mode: str) -> EngineProcess:
+        bundle = self.bundle
+        config = self.engine_config(k, draft_mode)
+        threads = os.environ.get("MTP_HARNESS_ENGINE_THREADS", "1")
+        env = {
+            "OMP_NUM_THREADS": threads,  # the engine shares the machine with the harness and other engines
+            "VLLM_CPU_OMP_THREADS_BIND": "nobind",  # vLLM's default core binding is ~20x slower on a shared box
+            "VLLM_ENABLE_V1_MULTIPROCESSING": "0",  # the engine core in the server process, where the hooks are
+        }
+        label = f"{self.name}-{bundle.name}-k{k}-{draft_mode}" if self.speculative else f"vllm-{bundle.name}"
+        return EngineProcess(VLLM.python(self.flavour), SERVER, config, env, label)

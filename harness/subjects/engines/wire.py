@@ -1,0 +1,109 @@
+"""The wire format between the harness and an engine server running in its own environment.
+
+JSON lines over the server's stdin and stdout (one message per line, UTF-8), protocol version 1:
+
+    harness -> engine, first line:  the engine configuration (engine-specific, e.g. model directory, dtype,
+                                    k, draft mode); data only, never code
+    engine  -> harness:             {"ready": true, "protocol": 1, "engine": {"name", "version", ...}}
+                                    or {"ready": false, "error": "...", "traceback": "..."}
+    harness -> engine:              {"op": "decode", "id": n, "requests": [request, ...]}
+    engine  -> harness:             {"id": n, "results": [result, ...]}
+                                    or {"id": n, "error": "...", "traceback": "...", "fatal": bool}
+                                    (fatal: the server exits after this reply; the next call starts a new one)
+    harness -> engine:              {"op": "shutdown"}
+
+    request = {"prompt_ids": [int], "max_new_tokens": int, "temperature": float, "top_k": int (0 = off),
+               "top_p": float (1 = off), "seed": int, "eos_token_ids": [int],
+               "forced_drafts": {"<output position>": token id}}
+    result  = {"token_ids": [int], "finish_reason": "eos" | "length",
+               "steps": [{"start": int, "drafts": [int], "accepted": int, "emitted": [int]}]}
+
+The fields are those of harness.contract.decoder's DecodeRequest / DecodeResult; num_draft_tokens and draft_mode are
+engine configuration (an engine process serves one k and one draft mode), not request fields.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from harness.contract.decoder import DecodeRequest, DecodeResult, DraftMode, SamplingConfig, VerifyStep
+from harness.contract.errors import HarnessError
+
+PROTOCOL = 1
+
+
+class EngineProtocolError(HarnessError):
+    """An engine server sent a message that does not follow the wire format."""
+
+
+def request_message(request: DecodeRequest) -> dict:
+    """One DecodeRequest as its wire form."""
+    return {
+        "prompt_ids": list(request.prompt_ids),
+        "max_new_tokens": request.max_new_tokens,
+        "temperature": request.sampling.temperature,
+        "top_k": request.sampling.top_k,
+        "top_p": request.sampling.top_p,
+        "seed": request.seed,
+        "eos_token_ids": list(request.eos_token_ids),
+        "forced_drafts": {str(position): token for position, token in request.forced_drafts.items()},
+    }
+
+
+def parse_request(message: Mapping, num_draft_tokens: int, draft_mode: DraftMode) -> DecodeRequest:
+    """A wire request as a DecodeRequest (for engine servers written in Python); k and draft mode come from
+    the engine configuration."""
+    return DecodeRequest(
+        tuple(message["prompt_ids"]),
+        message["max_new_tokens"],
+        sampling=SamplingConfig(message["temperature"], message["top_k"], message["top_p"]),
+        seed=message["seed"],
+        num_draft_tokens=num_draft_tokens,
+        draft_mode=draft_mode,
+        eos_token_ids=tuple(message["eos_token_ids"]),
+        forced_drafts={int(position): token for position, token in message["forced_drafts"].items()},
+    )
+
+
+def result_message(result: DecodeResult) -> dict:
+    """A DecodeResult as its wire form."""
+    return {
+        "token_ids": list(result.token_ids),
+        "finish_reason": result.finish_reason,
+        "steps": [
+            {"start": s.start, "drafts": list(s.drafts), "accepted": s.accepted, "emitted": list(s.emitted)}
+            for s in result.steps
+        ],
+    }
+
+
+def parse_result(message: object, where: str) -> DecodeResult:
+    """A wire result as a DecodeResult; a malformed one raises EngineProtocolError naming `where` and the field."""
+    if not isinstance(message, Mapping):
+        raise EngineProtocolError(f"{where}: a result must be an object, got {type(message).__name__}")
+    tokens = _int_list(message, "token_ids", where)
+    finish = message.get("finish_reason")
+    if finish not in ("eos", "length"):
+        raise EngineProtocolError(f"{where}: finish_reason must be 'eos' or 'length', got {finish!r}")
+    raw_steps = message.get("steps", [])
+    if not isinstance(raw_steps, list):
+        raise EngineProtocolError(f"{where}: steps must be a list")
+    steps = []
+    for index, step in enumerate(raw_steps):
+        at = f"{where}, step {index}"
+        if not isinstance(step, Mapping):
+            raise EngineProtocolError(f"{at}: a step must be an object")
+        start, accepted = step.get("start"), step.get("accepted")
+        if not isinstance(start, int) or not isinstance(accepted, int):
+            raise EngineProtocolError(f"{at}: start and accepted must be integers, got {start!r}, {accepted!r}")
+        steps.append(
+            VerifyStep(start, tuple(_int_list(step, "drafts", at)), accepted, tuple(_int_list(step, "emitted", at)))
+        )
+    return DecodeResult(tuple(tokens), tuple(steps), finish)
+
+
+def _int_list(message: Mapping, field: str, where: str) -> list[int]:
+    value = message.get(field)
+    if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        raise EngineProtocolError(f"{where}: {field} must be a list of integers, got {value!r}"[:300])
+    return value

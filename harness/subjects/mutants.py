@@ -1,0 +1,512 @@
+"""The mutant catalogue: the correct MTPDecoder with exactly one part replaced by a known real-world bug.
+
+Each is registered as `mutant:<name>`; the suites must fail on every one of them. The docstring of
+each replacement says which failure it models (see ../shared/REFERENCES.md section 5).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+from harness.contract.decoder import Decoder, SamplingConfig
+from harness.decoding.acceptance import PassPlace, accepted_prefix, greedy_accept, residual, speculative_accept
+from harness.decoding.batch import BatchState, stop_at_first_eos
+from harness.decoding.mtp_decoder import CacheManager, MTPDecoder
+from harness.decoding.proposer import MTPProposer
+from harness.decoding.sampling import process_logits, sample_from
+from harness.decoding.slots import KV_BLOCK, RaggedBuffer, SlotCache
+from harness.models.loading import ModelBundle
+
+MUTANT_PREFIX = "mutant:"
+MUTANTS: dict[str, Callable[[ModelBundle], MTPDecoder]] = {}
+
+# What the suites must do with each mutant. "caught": at least one suite fails on it. "exact": the change
+# provably keeps the output law (a control: every suite must pass). "below-resolution": the shift it causes
+# is provably smaller than any feasible sample can show on the bundled fixtures (see its docstring).
+EXPECTED_VERDICT: dict[str, str] = {}
+VERDICTS = ("caught", "exact", "below-resolution")
+# The suite aimed at the part each mutant replaces (acceptance rules and draft laws: sampling; caches and
+# positions: invariants; stop rules and greedy verification: greedy): the catalogue runs it first.
+TARGET_SUITE: dict[str, str] = {}
+SUITES = ("greedy", "invariants", "sampling")
+
+
+def mutant_decoder(name: str, bundle: ModelBundle) -> Decoder:
+    """The decoder `mutant:<name>` (harness.subjects.registry looks mutants up here)."""
+    decoder = MUTANTS[name](bundle)
+    decoder.name = MUTANT_PREFIX + name
+    return decoder
+
+
+def mutant(
+    name: str, targets: str, expected: str = "caught"
+) -> Callable[[Callable[[ModelBundle], MTPDecoder]], Callable[[ModelBundle], MTPDecoder]]:
+    """Register `build(bundle) -> MTPDecoder` as the decoder `mutant:<name>`; `targets` is the suite aimed
+    at the replaced part, `expected` one of VERDICTS."""
+    if expected not in VERDICTS or targets not in SUITES:
+        raise ValueError(f"mutant {name!r}: targets in {SUITES}, expected in {VERDICTS}; got {targets}, {expected}")
+
+    def register(build: Callable[[ModelBundle], MTPDecoder]) -> Callable[[ModelBundle], MTPDecoder]:
+        MUTANTS[name] = build
+        EXPECTED_VERDICT[name] = expected
+        TARGET_SUITE[name] = targets
+        return build
+
+    return register
+
+
+# --- acceptance-rule mutants ----------------------------------------------------------------------------------
+def accept_everything(
+    p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, uniforms: torch.Tensor | None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Bug class 1: the MTP heads' tokens are committed without verification (argmax of the heads), then
+    the target's token after the last draft."""
+    k = drafts.shape[1]
+    accepted = torch.full((drafts.shape[0],), k, dtype=torch.long, device=drafts.device)
+    return accepted, p[:, k].argmax(dim=-1)
+
+
+@mutant("commit-heads-unverified", "greedy")
+def commit_heads_unverified(bundle: ModelBundle) -> MTPDecoder:
+    """Bug class 1: the MTP heads' drafts are committed without verification (see accept_everything)."""
+    return MTPDecoder(bundle, greedy_rule=accept_everything, sampling_rule=accept_everything)
+
+
+def keep_stale_drafts(rule: Callable) -> Callable:
+    """Bug class 2: after rejecting draft j the decoder writes the target's correction in its place but keeps
+    emitting drafts j+1.. (A B' C D after B was rejected): drafts made in a continuation that never happened."""
+
+    def stale(
+        p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, uniforms: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        accepted, correction = rule(p, q, drafts, uniforms)
+        k = drafts.shape[1]
+        rejected = accepted < k
+        rows = rejected.nonzero().squeeze(-1)
+        drafts[rows, accepted[rows]] = correction[rows]  # the correction replaces the rejected draft...
+        all_accepted = torch.full_like(accepted, k)
+        # ...and the stale drafts after it are kept, followed by the target's token after the last one
+        return torch.where(rejected, all_accepted, accepted), torch.where(rejected, p[:, k].argmax(-1), correction)
+
+    return stale
+
+
+@mutant("stale-drafts-after-reject", "greedy")
+def stale_drafts_after_reject(bundle: ModelBundle) -> MTPDecoder:
+    """Bug class 2: drafts after a rejected one are kept, from a continuation that never happened."""
+    return MTPDecoder(
+        bundle, greedy_rule=keep_stale_drafts(greedy_accept), sampling_rule=keep_stale_drafts(speculative_accept)
+    )
+
+
+def _speculative_with(
+    residual_law: Callable = residual,
+    bonus_offset: int = 0,
+    accept_if_equal: bool = False,
+    sampler: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = sample_from,
+) -> Callable:
+    """speculative_accept with one piece changed (see the mutants below); the rest exactly as the real rule."""
+
+    def rule(
+        p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, uniforms: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        batch, k = drafts.shape
+        p_of_draft = p[:, :k].gather(-1, drafts[..., None]).squeeze(-1)
+        q_of_draft = q.gather(-1, drafts[..., None]).squeeze(-1)
+        if accept_if_equal:
+            target_samples = sample_from(p[:, :k], uniforms[:, :k])
+            accepts = target_samples == drafts
+        else:
+            accepts = uniforms[:, :k] < torch.clamp(p_of_draft / q_of_draft, max=1.0)
+        accepted = accepted_prefix(accepts)
+        rows = torch.arange(batch, device=p.device)
+        q_padded = torch.cat([q, torch.zeros_like(q[:, :1])], dim=1)
+        position = torch.where(accepted == k, (accepted - bonus_offset).clamp(min=0), accepted)
+        correction = residual_law(p[rows, position], q_padded[rows, accepted])
+        return accepted, sampler(correction, uniforms[:, k])
+
+    return rule
+
+
+def _residual_is_p(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    return p
+
+
+@mutant("residual-from-p", "sampling")
+def residual_from_p(bundle: ModelBundle) -> MTPDecoder:
+    """Bug class 7: after a rejection the correction is drawn from p instead of norm(max(p - q, 0))."""
+    return MTPDecoder(bundle, sampling_rule=_speculative_with(_residual_is_p))
+
+
+@mutant("accept-if-equal", "sampling")
+def accept_if_equal(bundle: ModelBundle) -> MTPDecoder:
+    """Bug class 6 (mlx-swift-lm PR 459): in sampling mode a draft is accepted when it equals a token sampled
+    from p (probability sum p q instead of sum min(p, q)), while rejections still use the residual."""
+    return MTPDecoder(bundle, sampling_rule=_speculative_with(residual, accept_if_equal=True))
+
+
+@mutant("bonus-wrong-position", "sampling")
+def bonus_wrong_position(bundle: ModelBundle) -> MTPDecoder:
+    """Bug class 11: when every draft is accepted, the bonus token is drawn from p at the last draft's
+    position instead of the position after it (an off-by-one in the verify logits)."""
+    return MTPDecoder(bundle, sampling_rule=_speculative_with(residual, bonus_offset=1))
+
+
+def drop_the_bonus(
+    p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, uniforms: torch.Tensor | None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Bug class 11, first half: when all k drafts are accepted, no bonus token is emitted (x_k is committed
+    as the pass's last token). This loses throughput, not exactness: the suites show it stays exact."""
+    accepted, next_token = speculative_accept(p, q, drafts, uniforms)
+    k = drafts.shape[1]
+    all_accepted = accepted == k
+    return torch.where(all_accepted, accepted - 1, accepted), torch.where(all_accepted, drafts[:, -1], next_token)
+
+
+@mutant("no-bonus", "sampling", expected="exact")
+def no_bonus(bundle: ModelBundle) -> MTPDecoder:
+    """Bug class 11, control: no bonus token after k accepted drafts; slower, still exact (see drop_the_bonus)."""
+    return MTPDecoder(bundle, sampling_rule=drop_the_bonus)
+
+
+# --- position-confined mutants: wrong at a few output positions only (the last token, a KV block start) ---------
+def commit_unverified_drafts_when_truncated(rule: Callable) -> Callable:
+    """A pass that max_new_tokens will cut keeps its first `remaining` drafts without verifying them
+    ("truncation discards the rest anyway"): the last tokens of a length-capped output come from the draft law."""
+
+    def truncated(p, q, drafts, uniforms, place: PassPlace):  # noqa: ANN001
+        accepted, next_token = rule(p, q, drafts, uniforms)
+        k = drafts.shape[1]
+        cut = place.remaining < k + 1
+        return torch.where(cut, torch.full_like(accepted, k), accepted), next_token
+
+    truncated.positioned = True
+    return truncated
+
+
+@mutant("truncation-commits-unverified-drafts", "sampling")
+def truncation_commits_unverified_drafts(bundle: ModelBundle) -> MTPDecoder:
+    """Bug class 13 meeting class 1: truncation at max_new_tokens emits unverified drafts (token accounting for
+    the last block): the pass that reaches the length limit keeps its
+    drafts without verification (see commit_unverified_drafts_when_truncated); wrong only at the last k
+    output positions of a length-capped output."""
+    return MTPDecoder(
+        bundle,
+        greedy_rule=commit_unverified_drafts_when_truncated(greedy_accept),
+        sampling_rule=commit_unverified_drafts_when_truncated(speculative_accept),
+    )
+
+
+def residual_from_p_at_block_starts(p, q, drafts, uniforms, place: PassPlace):  # noqa: ANN001, ANN201
+    """speculative_accept, except that a correction token falling on the first index of a KV block is drawn
+    from p instead of norm(max(p - q, 0)) (a rejection handled by a second code path at a block boundary)."""
+    accepted, next_token = speculative_accept(p, q, drafts, uniforms)
+    k = drafts.shape[1]
+    at_block_start = ((place.first_index + accepted) % KV_BLOCK == 0) & (accepted < k)
+    rows = torch.arange(drafts.shape[0], device=p.device)
+    from_p = sample_from(p[rows, accepted], uniforms[:, k])
+    return accepted, torch.where(at_block_start, from_p, next_token)
+
+
+residual_from_p_at_block_starts.positioned = True
+
+
+@mutant("block-start-residual-from-p", "sampling")
+def block_start_residual_from_p(bundle: ModelBundle) -> MTPDecoder:
+    """Bug class 7 confined to KV block boundaries: a correction at the first index of a block of 16 is
+    drawn from p, not from the residual (see residual_from_p_at_block_starts)."""
+    return MTPDecoder(bundle, sampling_rule=residual_from_p_at_block_starts)
+
+
+def truncated_run_ends_in_a_correction(p, q, drafts, uniforms, place: PassPlace):  # noqa: ANN001, ANN201
+    """speculative_accept, except that when max_new_tokens cuts a pass inside its accepted drafts, the cut is
+    handled as a rejection there: the last kept token is redrawn from norm(max(p - q, 0)) at its position
+    instead of keeping the accepted draft."""
+    accepted, next_token = speculative_accept(p, q, drafts, uniforms)
+    cut_inside = place.remaining <= accepted
+    last = (place.remaining - 1).clamp(min=0, max=drafts.shape[1] - 1)
+    rows = torch.arange(drafts.shape[0], device=p.device)
+    redrawn = sample_from(residual(p[rows, last], q[rows, last]), uniforms[:, drafts.shape[1]])
+    return torch.where(cut_inside, last, accepted), torch.where(cut_inside, redrawn, next_token)
+
+
+truncated_run_ends_in_a_correction.positioned = True
+
+
+@mutant("truncated-run-ends-in-a-correction", "sampling")
+def truncated_run_ends_in_a_correction_mutant(bundle: ModelBundle) -> MTPDecoder:
+    """Bug class 13 meeting class 7: a pass cut by max_new_tokens inside its accepted drafts ends in a residual
+    draw (the cut treated as a rejection; see truncated_run_ends_in_a_correction): wrong at the last output
+    position only."""
+    return MTPDecoder(bundle, sampling_rule=truncated_run_ends_in_a_correction)
+
+
+# --- draft-law mutants ----------------------------------------------------------------------------------------
+def _unprocessed_q(q: torch.Tensor, logits: torch.Tensor, sampling: SamplingConfig, draft_mode: str) -> torch.Tensor:
+    """Bug class 9 (vLLM 9834, transformers 47932): drafts are sampled from the processed q (temperature,
+    top-k, top-p) but verified against the raw softmax of the head."""
+    if draft_mode != "sample":
+        return q
+    return torch.softmax(logits.to(q.dtype), dim=-1)
+
+
+@mutant("unprocessed-q", "sampling")
+def unprocessed_q(bundle: ModelBundle) -> MTPDecoder:
+    """Bug class 9 (vLLM 9834, transformers 47932): drafts sampled from processed q, verified against raw q."""
+    return MTPDecoder(bundle, draft_law=_unprocessed_q)
+
+
+def _softmax_q_for_greedy_draft(
+    q: torch.Tensor, logits: torch.Tensor, sampling: SamplingConfig, draft_mode: str
+) -> torch.Tensor:
+    """Bug class 8 (transformers 32867): a greedy (argmax) draft is verified with the head's softmax as q
+    instead of a one-hot: p(x) = 0.3, q(x) = 0.5 gives P(x) = 0.6."""
+    if draft_mode != "greedy" or sampling.is_greedy:
+        return q
+    return process_logits(logits, sampling).to(q.dtype)
+
+
+@mutant("softmax-q-for-greedy-draft", "sampling")
+def softmax_q_for_greedy_draft(bundle: ModelBundle) -> MTPDecoder:
+    """Bug class 8 (transformers 32867): an argmax draft verified with the head's softmax as q."""
+    return MTPDecoder(bundle, draft_law=_softmax_q_for_greedy_draft)
+
+
+# --- cache-manager mutants ------------------------------------------------------------------------------------
+class NoTargetRollback(CacheManager):
+    """Bug class 3: rejected drafts stay in the target KV cache (vLLM PR 56734): later passes attend to them."""
+
+    def rollback_target(self, slots: SlotCache, committed_lengths: torch.Tensor, active: torch.Tensor) -> None:
+        slots.trim()
+
+
+@mutant("no-target-rollback", "invariants")
+def no_target_rollback(bundle: ModelBundle) -> MTPDecoder:
+    """Bug class 3 (vLLM PR 56734): rejected drafts stay in the target KV cache."""
+    return MTPDecoder(bundle, cache_manager=NoTargetRollback())
+
+
+class PositionsAdvancedByDraftLength(CacheManager):
+    """Bug class 5: each pass advances the position counter by the k+1 tokens it fed, not by the tokens it
+    committed (M-RoPE slot bug, vLLM 54498): after a rejection the positions drift past the sequence."""
+
+    def verify_positions(self, state: BatchState, k: int) -> torch.Tensor:
+        start = state.prompt_lengths - 1 + state.passes * (k + 1)
+        return start[:, None] + torch.arange(k + 1, device=start.device)[None, :]
+
+
+@mutant("position-offset", "invariants")
+def position_offset(bundle: ModelBundle) -> MTPDecoder:
+    """Bug class 5 (vLLM 54498): positions advance by k+1 per pass, not by the committed tokens."""
+    return MTPDecoder(bundle, cache_manager=PositionsAdvancedByDraftLength())
+
+
+# --- proposer mutants -----------------------------------------------------------------------------------------
+class NoMTPRollback(MTPProposer):
+    """Bug class 4: the MTP layers' own KV caches keep the entries built from rejected drafts (vLLM 14649):
+    later drafts attend to a continuation that never happened. Greedy output is unchanged; acceptance drops."""
+
+    def rollback_depth(self, d: int, limit: torch.Tensor) -> None:
+        self.slots[d].trim()
+
+
+@mutant("no-mtp-rollback", "invariants")
+def no_mtp_rollback(bundle: ModelBundle) -> MTPDecoder:
+    """Bug class 4 (vLLM 14649): rejected drafts stay in the MTP depths' own KV caches."""
+    return MTPDecoder(bundle, proposer=NoMTPRollback)
+
+
+class StaleMTPHidden(MTPProposer):
+    """Bug class 4 (review of vLLM PR 33561): the hidden state a depth hands to the next one is taken one index
+    too late: from the last position it computed, which was built from a draft that may have been rejected."""
+
+    def carry(self, outputs: RaggedBuffer, start: torch.Tensor, stop: torch.Tensor) -> RaggedBuffer:
+        return outputs.slice(start + 1, (stop + 1).clamp(max=outputs.lengths))
+
+
+@mutant("stale-mtp-hidden", "invariants")
+def stale_mtp_hidden(bundle: ModelBundle) -> MTPDecoder:
+    """Bug class 4 (vLLM PR 33561 review): the hidden state handed between depths is one index late."""
+    return MTPDecoder(bundle, proposer=StaleMTPHidden)
+
+
+# --- recurrent-state mutants (hybrid models: Qwen3-Next's Gated DeltaNet layers) -----------------------------
+# Each replaces only the rule picking which recorded state a row resumes from (harness/models/recurrent_state.py):
+# (inputs of the pass kept, valid inputs of the pass) -> (conv state index, recurrent state index).
+RECURRENT_MUTANTS: set[str] = set()
+
+
+def state_after_every_input(kept: torch.Tensor, valid: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Both states stay where the verification pass left them: after the rejected drafts too."""
+    return valid, valid
+
+
+def conv_restored_recurrent_kept(kept: torch.Tensor, valid: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The conv state is cut back, the recurrent state is not: transformers' LinearAttentionCacheLayerMixin.crop
+    slices conv_states only."""
+    return kept, valid
+
+
+def state_one_input_late(kept: torch.Tensor, valid: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Resume from the slot one past the right one (an accepted count used where accepted - 1 was meant):
+    the first rejected draft stays folded in."""
+    late = torch.minimum(kept + 1, valid)
+    return late, late
+
+
+def _restoring_with(rule: Callable) -> CacheManager:
+    manager = CacheManager()
+    manager.recurrent_rule = rule  # type: ignore[method-assign]
+    return manager
+
+
+def recurrent_mutant(name: str) -> Callable[[Callable[[ModelBundle], MTPDecoder]], Callable[[ModelBundle], MTPDecoder]]:
+    """A mutant of the recurrent-state rollback: meaningful (and caught) only on a hybrid model."""
+    RECURRENT_MUTANTS.add(name)
+    return mutant(name, "invariants")
+
+
+@recurrent_mutant("recurrent-state-not-restored")
+def recurrent_state_not_restored(bundle: ModelBundle) -> MTPDecoder:
+    """Bug class 18 (a vLLM TPU PR: the state "silently kept the effect of rejected draft tokens"): after a
+    rejection the linear-attention layers keep the state the verification pass ended in."""
+    return MTPDecoder(bundle, cache_manager=_restoring_with(state_after_every_input))
+
+
+@recurrent_mutant("conv-restored-recurrent-kept")
+def conv_restored_recurrent_kept_mutant(bundle: ModelBundle) -> MTPDecoder:
+    """Bug class 18 (transformers 5.24 LinearAttentionCacheLayerMixin.crop): the conv state is rolled back,
+    the recurrent state keeps the rejected drafts."""
+    return MTPDecoder(bundle, cache_manager=_restoring_with(conv_restored_recurrent_kept))
+
+
+@recurrent_mutant("recurrent-state-one-late")
+def recurrent_state_one_late(bundle: ModelBundle) -> MTPDecoder:
+    """Bug class 18 (off-by-one state slot, the class of the TensorRT-LLM and TPU rollback-kernel fixes): the
+    state is restored to the snapshot one input after the last committed one."""
+    return MTPDecoder(bundle, cache_manager=_restoring_with(state_one_input_late))
+
+
+# --- stop-rule mutants ----------------------------------------------------------------------------------------
+def stop_at_eos_only_at_the_end(
+    proposed: torch.Tensor, offered: torch.Tensor, remaining: torch.Tensor, eos_table: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Bug class 12: EOS is only looked for in the last token a pass commits (the target's own token), so an
+    EOS inside an accepted run of drafts is emitted and decoding runs on (SGLang 31599)."""
+    count = torch.minimum(offered, remaining)
+    last = (count - 1).clamp(min=0)
+    token = proposed.gather(1, last[:, None])
+    ends = (token == eos_table).any(-1) & (count > 0)
+    return count, ends
+
+
+@mutant("eos-ignored", "greedy")
+def eos_ignored(bundle: ModelBundle) -> MTPDecoder:
+    """Bug class 12 (SGLang 31599): EOS inside an accepted run of drafts is not honoured."""
+    return MTPDecoder(bundle, stop_rule=stop_at_eos_only_at_the_end)
+
+
+def commit_the_whole_accepted_block(
+    proposed: torch.Tensor, offered: torch.Tensor, remaining: torch.Tensor, eos_table: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Bug class 13: the accepted block is committed whole, past max_new_tokens (token accounting per pass,
+    not per token); EOS is still honoured."""
+    return stop_at_first_eos(proposed, offered, torch.maximum(remaining, offered), eos_table)
+
+
+@mutant("max-tokens-overshoot", "greedy")
+def max_tokens_overshoot(bundle: ModelBundle) -> MTPDecoder:
+    """Bug class 13: the accepted block is committed whole, past max_new_tokens."""
+    return MTPDecoder(bundle, stop_rule=commit_the_whole_accepted_block)
+
+
+def one_uniform_for_every_draft(rule: Callable) -> Callable:
+    """Bug class 10 (re-seeding inside the loop, LLMSpeculativeSampling): the same uniform tests every draft
+    of a pass, so acceptances are correlated: P(accept 2 | accept 1) = min(1, a2 / a1) instead of a2."""
+
+    def shared(
+        p: torch.Tensor, q: torch.Tensor, drafts: torch.Tensor, uniforms: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        k = drafts.shape[1]
+        reused = torch.cat([uniforms[:, :1].expand(-1, k), uniforms[:, k:]], dim=1)
+        return rule(p, q, drafts, reused)
+
+    return shared
+
+
+@mutant("shared-uniform", "sampling")
+def shared_uniform(bundle: ModelBundle) -> MTPDecoder:
+    """Bug class 10: one uniform tests every draft of a pass (correlated acceptances)."""
+    return MTPDecoder(bundle, sampling_rule=one_uniform_for_every_draft(speculative_accept))
+
+
+def typical_acceptance(
+    p: torch.Tensor,
+    q: torch.Tensor,
+    drafts: torch.Tensor,
+    uniforms: torch.Tensor | None,
+    epsilon: float = 0.3,
+    delta: float = 0.09,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Bug class 15 (Medusa typical acceptance; TensorRT-LLM relaxed acceptance): a draft is accepted when
+    p(x) > min(epsilon, delta exp(-H(p))): lossy by design; on rejection the target samples from p."""
+    k = drafts.shape[1]
+    p_of_draft = p[:, :k].gather(-1, drafts[..., None]).squeeze(-1)
+    entropy = -(p[:, :k] * torch.log(p[:, :k].clamp(min=1e-30))).sum(-1)
+    accepted = accepted_prefix(p_of_draft > torch.clamp(delta * torch.exp(-entropy), max=epsilon))
+    rows = torch.arange(drafts.shape[0], device=p.device)
+    return accepted, sample_from(p[rows, accepted], uniforms[:, k])
+
+
+@mutant("typical-acceptance", "sampling")
+def typical_acceptance_mutant(bundle: ModelBundle) -> MTPDecoder:
+    """Bug class 15 (Medusa, TensorRT-LLM relaxed acceptance): threshold acceptance, lossy by design."""
+    return MTPDecoder(bundle, sampling_rule=typical_acceptance)
+
+
+# --- low-precision samplers (bug class 14) --------------------------------------------------------------------
+FP32_EXPONENTIAL_FLOOR = 2.0**-24  # smallest Exp(1) sample fp32 noise produces (vLLM PR 43150, measured on H100)
+
+
+def fp32_exponential_race(probs: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
+    """Gumbel-max as serving engines write it: argmax(probs / E), E ~ Exp(1) in fp32 (vLLM V1 sampler and
+    rejection-sampler recovery). fp32 noise never goes below 2^-24, so a token with probs_i < 2^-24 * max
+    (score) can never win: the far tail is truncated. Each row's V exponentials come from a generator seeded
+    by that row's uniform, so the draw stays a function of the request's own randomness.
+
+    Exact law when E is not floored; floored, the law moves by at most P(some E_i < 2^-24) <= V 2^-24.
+    """
+    tokens = torch.empty(probs.shape[:-1], dtype=torch.long, device=probs.device)
+    for row, u in enumerate(uniforms.reshape(-1).tolist()):
+        generator = torch.Generator().manual_seed(int(u * 2**62))
+        fp32_uniform = torch.rand(probs.shape[-1], generator=generator, dtype=torch.float32)
+        exponential = (-torch.log1p(-fp32_uniform)).clamp(min=FP32_EXPONENTIAL_FLOOR)
+        tokens.view(-1)[row] = (probs.reshape(-1, probs.shape[-1])[row].float().cpu() / exponential).argmax()
+    return tokens
+
+
+def bf16_cdf_inverse(probs: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
+    """Inverse-CDF sampling over a cumulative sum held in bf16 (Megatron-LM PR 7182: softmax().cumsum() in
+    bf16 saturates before the tail is accumulated). With 8 mantissa bits the CDF steps by 2^-9 below 1:
+    tokens whose mass does not move the rounded CDF are never drawn, and the CDF reaches 1 before the tail."""
+    cdf = probs.float().cumsum(dim=-1).to(torch.bfloat16).to(probs.dtype)
+    target = (uniforms.to(cdf.dtype) * cdf[..., -1]).unsqueeze(-1)
+    return torch.searchsorted(cdf, target, right=True).squeeze(-1).clamp(max=probs.shape[-1] - 1)
+
+
+@mutant("fp32-tail-truncation", "sampling", expected="below-resolution")
+def fp32_tail_truncation(bundle: ModelBundle) -> MTPDecoder:
+    """Bug class 14 (vLLM PR 43150): recovery and bonus tokens drawn by an exponential race with fp32 noise
+    floored at 2^-24. The law moves by at most V 2^-24 in total variation: 6.1e-5 for the fixtures' 1,024-token
+    vocabulary (billions of samples to see), 0.8% for DeepSeek-V3's 129,280 (nightly, on a real checkpoint).
+    The same mechanism at a precision the fixtures resolve is `bf16-tail-truncation`."""
+    return MTPDecoder(bundle, sampling_rule=_speculative_with(sampler=fp32_exponential_race))
+
+
+@mutant("bf16-tail-truncation", "sampling")
+def bf16_tail_truncation(bundle: ModelBundle) -> MTPDecoder:
+    """Bug class 14 (Megatron-LM PR 7182): recovery and bonus tokens drawn by inverse CDF over a bf16
+    cumulative sum, which drops tokens too small to move it and the tail after it saturates."""
+    return MTPDecoder(bundle, sampling_rule=_speculative_with(sampler=bf16_cdf_inverse))

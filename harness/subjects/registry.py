@@ -1,0 +1,106 @@
+"""Decoders by name: the built-ins, `mutant:<name>` entries, entry points, and `module:factory` for your own.
+
+Lookups flow one way: this module reads harness.subjects.builtin and harness.subjects.mutants, which import nothing
+of it; `register_decoder` is for code outside the harness (a test file, a notebook).
+
+A factory takes (bundle, device, dtype) and returns a `Decoder`. A factory may carry `default_dtypes`
+({"cpu": "float32", "cuda": "bfloat16"}): the dtype a run uses when --dtype is not given (else float64
+on CPU, bf16 on CUDA). Register one with `@register_decoder`,
+expose it from your package under the entry-point group `mtp_harness.decoders`, or name it directly
+as `your.module:factory` (e.g. `--decoder my_engine.harness:make_decoder`).
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+from collections.abc import Callable
+from importlib.metadata import entry_points
+
+import torch
+
+from harness.contract.decoder import Decoder
+from harness.contract.errors import HarnessError
+from harness.models.loading import ModelBundle
+
+DecoderFactory = Callable[[ModelBundle, torch.device, torch.dtype], Decoder]
+ENTRY_POINT_GROUP = "mtp_harness.decoders"
+
+_FACTORIES: dict[str, DecoderFactory] = {}
+
+
+class UnknownDecoder(HarnessError):
+    """No decoder of that name, or a `module:factory` that cannot be imported."""
+
+
+class DecoderFactoryError(HarnessError):
+    """A decoder factory raised, or returned something that is not a Decoder."""
+
+
+def register_decoder(name: str) -> Callable[[DecoderFactory], DecoderFactory]:
+    """Decorator: make `factory` available as `--decoder name`."""
+
+    def register(factory: DecoderFactory) -> DecoderFactory:
+        _FACTORIES[name] = factory
+        return factory
+
+    return register
+
+
+def known_decoders() -> list[str]:
+    from harness.subjects.builtin import BUILTIN_DECODERS
+    from harness.subjects.mutants import MUTANT_PREFIX, MUTANTS
+
+    names = set(BUILTIN_DECODERS) | {MUTANT_PREFIX + name for name in MUTANTS} | set(_FACTORIES)
+    return sorted(names | {entry.name for entry in entry_points(group=ENTRY_POINT_GROUP)})
+
+
+def make_decoder(name: str, bundle: ModelBundle) -> Decoder:
+    """Build the decoder called `name` for `bundle`; errors name the decoder and list the known ones."""
+    factory = _find_factory(name)
+    try:
+        decoder = factory(bundle, bundle.device, bundle.dtype)
+    except HarnessError:
+        raise
+    except Exception as error:
+        raise DecoderFactoryError(f"decoder factory {name!r} raised {type(error).__name__}: {error}") from error
+    if not isinstance(decoder, Decoder):
+        raise DecoderFactoryError(
+            f"decoder factory {name!r} returned {type(decoder).__name__}, which has no `name` and `decode(requests)`"
+        )
+    return decoder
+
+
+def default_dtype(name: str, device: str) -> str | None:
+    """The dtype decoder `name` asks for on `device` ('cpu', 'cuda:0', ...) when none is given, if it says."""
+    wanted = getattr(_find_factory(name), "default_dtypes", None) or {}
+    return wanted.get(device.split(":")[0])
+
+
+def _find_factory(name: str) -> DecoderFactory:
+    from harness.subjects.builtin import BUILTIN_DECODERS
+    from harness.subjects.mutants import MUTANT_PREFIX, MUTANTS, mutant_decoder
+
+    if name in BUILTIN_DECODERS:
+        return BUILTIN_DECODERS[name]
+    if name.startswith(MUTANT_PREFIX) and name.removeprefix(MUTANT_PREFIX) in MUTANTS:
+        return lambda bundle, device, dtype: mutant_decoder(name.removeprefix(MUTANT_PREFIX), bundle)
+    if name in _FACTORIES:
+        return _FACTORIES[name]
+    for entry in entry_points(group=ENTRY_POINT_GROUP):
+        if entry.name == name:
+            return entry.load()
+    if ":" in name and not name.startswith("mutant:"):
+        module_name, _, attribute = name.partition(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as error:
+            raise UnknownDecoder(f"decoder {name!r}: cannot import module {module_name!r}: {error}") from error
+        try:
+            return getattr(module, attribute)
+        except AttributeError:
+            raise UnknownDecoder(f"decoder {name!r}: module {module_name!r} has no {attribute!r}") from None
+    known = known_decoders()
+    close = difflib.get_close_matches(name, known, n=3)
+    hint = f" Did you mean {', '.join(close)}?" if close else ""
+    raise UnknownDecoder(f"unknown decoder {name!r}.{hint} Known: {', '.join(known)}; or module:factory for your own.")

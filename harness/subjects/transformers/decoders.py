@@ -1,0 +1,163 @@
+"""External subjects: implementations no one here wrote, driven through the same Decoder contract.
+
+    transformers-mtp        transformers' `generate(..., use_mtp=True)`: MTPCandidateGenerator + MtpModel
+    transformers-assisted   transformers' `generate(..., assistant_model=draft)`, the draft being the
+                            target's first decoder layer with its embedding, final norm and head (a
+                            layer-skip draft built from the same checkpoint)
+
+Both run one request at a time (transformers' assisted generation is batch-1 only). Forced drafts and the
+verification passes come from wrapping the candidate generator transformers builds
+(harness/subjects/transformers/candidates.py). Both sample their drafts from the processed draft distribution when
+the target samples (draft_mode "sample"). transformers samples from the global RNG, so each request runs
+inside `torch.random.fork_rng()` seeded with the request's seed: the run is reproducible and leaves the
+caller's global RNG state untouched.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
+
+import torch
+from transformers import GenerationConfig, PreTrainedModel
+
+from harness.contract.decoder import DecodeRequest, DecodeResult, validate_for_model
+from harness.contract.errors import HarnessError
+from harness.decoding.batch import truncate
+from harness.models.loading import ModelBundle
+from harness.models.quiet import quiet_transformers
+from harness.subjects.transformers.candidates import instrument_generation
+from harness.subjects.transformers.use_mtp import enable_transformers_mtp, mtp_depths_in_use
+
+
+def _generation_config(request: DecodeRequest, pad_token_id: int, **extra: object) -> GenerationConfig:
+    sampling = request.sampling
+    settings: dict[str, object] = dict(
+        max_new_tokens=request.max_new_tokens,
+        do_sample=not sampling.is_greedy,
+        eos_token_id=list(request.eos_token_ids) or None,
+        pad_token_id=pad_token_id,
+        **extra,
+    )
+    # Every field set explicitly: transformers fills fields left None from its global defaults (top_k = 50),
+    # which would silently sample a different distribution than the request asks for. top_k 0 = off.
+    if not sampling.is_greedy:
+        settings.update(temperature=sampling.temperature, top_k=sampling.top_k, top_p=sampling.top_p)
+    else:
+        settings.update(temperature=1.0, top_k=0, top_p=1.0)
+    return GenerationConfig(**settings)
+
+
+class _TransformersGenerateDecoder:
+    """Shared loop: one `generate` call per request, inside a forked and seeded global RNG."""
+
+    name = "transformers"
+    serves: Mapping[str, frozenset[object]] = MappingProxyType({"draft_mode": frozenset({"sample"})})
+
+    def __init__(self, bundle: ModelBundle) -> None:
+        self.bundle = bundle
+        self.model = bundle.target
+
+    def generation_settings(self, request: DecodeRequest) -> dict[str, object]:
+        """Extra GenerationConfig fields."""
+        return {}
+
+    def generate_kwargs(self, request: DecodeRequest) -> dict[str, object]:
+        """Extra generate() arguments that are not generation settings."""
+        return {}
+
+    def configured(self, request: DecodeRequest) -> contextlib.AbstractContextManager[None]:
+        """Set up the model for `request` for the duration of its `generate` call."""
+        return contextlib.nullcontext()
+
+    @torch.no_grad()
+    def decode(self, requests: Sequence[DecodeRequest]) -> list[DecodeResult]:
+        for index, request in enumerate(requests):
+            validate_for_model(request, self.bundle.vocab_size, self.bundle.max_context, index)
+        return [self._decode_one(request) for request in requests]
+
+    def _decode_one(self, request: DecodeRequest) -> DecodeResult:
+        device = self.bundle.device
+        prompt = torch.tensor([request.prompt_ids], device=device)
+        pad = request.eos_token_ids[0] if request.eos_token_ids else 0
+        devices = [device] if device.type == "cuda" else []
+        with (
+            torch.random.fork_rng(devices=devices),
+            quiet_transformers(),
+            self.configured(request),
+            instrument_generation(self.model, prompt.shape[1], request.forced_drafts) as passes,
+        ):
+            torch.manual_seed(request.seed)
+            output = self.model.generate(
+                prompt,
+                attention_mask=torch.ones_like(prompt),
+                generation_config=_generation_config(request, pad, **self.generation_settings(request)),
+                **self.generate_kwargs(request),
+            )
+        generated = output[0, prompt.shape[1] :].tolist()
+        tokens, finish = truncate(generated, request.max_new_tokens, request.eos_token_ids)
+        return DecodeResult(tuple(tokens), tuple(passes.steps), finish or "length")
+
+
+class TransformersMTPDecoder(_TransformersGenerateDecoder):
+    """transformers' native MTP generation. It drafts one token per MTP depth in use: k = 1 .. the
+    checkpoint's depths, by loading the first k depths (as a checkpoint configured with k depths would).
+    Its prefill pass samples output token 0 without drafts."""
+
+    name = "transformers-mtp"
+    drafts_from = 1
+
+    def __init__(self, bundle: ModelBundle) -> None:
+        super().__init__(bundle)
+        self.model = enable_transformers_mtp(bundle)
+        self.serves = {
+            "num_draft_tokens": frozenset(range(1, bundle.layout.num_depths + 1)),
+            "draft_mode": frozenset({"sample"}),
+        }
+
+    def generation_settings(self, request: DecodeRequest) -> dict[str, object]:
+        return {"use_mtp": True}
+
+    def configured(self, request: DecodeRequest) -> contextlib.AbstractContextManager[None]:
+        return mtp_depths_in_use(self.model, request.num_draft_tokens)
+
+
+class TransformersAssistedDecoder(_TransformersGenerateDecoder):
+    """transformers' assisted generation with a layer-skip draft model (num_draft_tokens drafts per pass)."""
+
+    name = "transformers-assisted"
+    drafter = "a layer-skip draft model (the target's first layer)"
+
+    def __init__(self, bundle: ModelBundle) -> None:
+        super().__init__(bundle)
+        self.draft = first_layer_draft(bundle.target)
+
+    def generate_kwargs(self, request: DecodeRequest) -> dict[str, object]:
+        self.draft.generation_config.num_assistant_tokens = request.num_draft_tokens
+        self.draft.generation_config.num_assistant_tokens_schedule = "constant"
+        self.draft.generation_config.assistant_confidence_threshold = 0.0
+        return {"assistant_model": self.draft}
+
+
+def first_layer_draft(target: PreTrainedModel) -> PreTrainedModel:
+    """A draft model: the target's embedding, first decoder layer, final norm and head (same weights)."""
+    config = copy.deepcopy(target.config)
+    config.num_hidden_layers = 1
+    for field in ("layer_types", "mlp_layer_types"):
+        if getattr(config, field, None) is not None:
+            setattr(config, field, getattr(config, field)[:1])
+    draft = type(target)(config).to(device=target.device, dtype=target.dtype)
+    state = {
+        k: v
+        for k, v in target.state_dict().items()
+        if not k.startswith("model.layers.") or k.startswith("model.layers.0.")
+    }
+    missing, unexpected = draft.load_state_dict(state, strict=False)
+    if missing or unexpected:
+        raise HarnessError(
+            f"cannot build the first-layer draft of {type(target).__name__}: missing {missing}, unexpected {unexpected}"
+        )
+    draft.generation_config = copy.deepcopy(target.generation_config)
+    return draft.eval().requires_grad_(False)

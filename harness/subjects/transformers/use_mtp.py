@@ -1,0 +1,54 @@
+"""transformers' own MTP generation (`generate(..., use_mtp=True)`) pointed at a bundle's checkpoint."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+from transformers import PreTrainedModel
+
+from harness.contract.errors import HarnessError
+from harness.models.layouts import DEEPSEEK_V3, MIMO
+from harness.models.loading import ModelBundle
+
+
+class TransformersMTPUnsupported(HarnessError):
+    """transformers' MtpModel cannot read this checkpoint's MTP layers."""
+
+
+def enable_transformers_mtp(bundle: ModelBundle) -> PreTrainedModel:
+    """The bundle's target model, set up so that `generate(use_mtp=True)` finds its MTP weights.
+
+    transformers looks for DeepSeek-V3 MTP weights only at layer 61 (`_keys_to_ignore_on_load_unexpected`);
+    a checkpoint with another layer count needs the pattern pointed at its own MTP layers. transformers
+    has no weight mapping for the MiMo layout, and no MTP for stateful (hybrid) models.
+    """
+    if getattr(bundle.target, "_is_stateful", False):
+        raise TransformersMTPUnsupported(
+            f"transformers refuses MTP on stateful models: {type(bundle.target).__name__} has recurrent layers "
+            "(generation/utils.py: 'assisted generation is not supported with stateful models')"
+        )
+    if bundle.layout.name == MIMO:
+        raise TransformersMTPUnsupported(
+            "transformers' MtpModel has no weight mapping for the MiMo layout (model.mtp_layers.*)"
+        )
+    if bundle.layout.name == DEEPSEEK_V3:
+        first = bundle.config.num_hidden_layers
+        patterns = [rf"model\.layers\.{first + d}\..*" for d in range(bundle.layout.num_depths)]
+        bundle.target._keys_to_ignore_on_load_unexpected = patterns
+    return bundle.target
+
+
+@contextlib.contextmanager
+def mtp_depths_in_use(model: PreTrainedModel, depths: int) -> Iterator[None]:
+    """While active, transformers' MTP generation loads and drafts with the first `depths` MTP depths of the
+    checkpoint (its MtpModel reads `num_mtp_layers` from the config on every `generate` call)."""
+    config = model.config.get_text_config()
+    available = config.num_mtp_layers
+    if not 1 <= depths <= available:
+        raise HarnessError(f"transformers' MTP generation drafts with 1..{available} depths, not {depths}")
+    config.num_mtp_layers = depths
+    try:
+        yield
+    finally:
+        config.num_mtp_layers = available
