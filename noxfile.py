@@ -7,6 +7,7 @@
     nox -s calibration    the sampling suite's false-positive-rate calibration (slow)
     nox -s nightly        every suite + the mutation catalogue at a budget, one HTML report (GPU runners)
     nox -s lint           ruff check + ruff format --check
+    nox -s docs           build the documentation site from docs/ (mkdocs, strict: a broken link fails)
     nox -s vllm           install vLLM's own environment, then the suites against vllm-mtp on its fixtures
 
 Extra pytest arguments go after `--`, e.g. `nox -s greedy -- --decoder transformers-mtp`.
@@ -23,6 +24,7 @@ nox.options.sessions = ["lint", "tests"]
 # The CPU build of torch first, so that the project's `torch>=...` requirement never pulls a CUDA build.
 # On a GPU runner set MTP_HARNESS_TORCH to the CUDA torch requirement you want.
 TORCH = "torch==2.13.0"
+MKDOCS = "mkdocs==1.6.1"
 
 
 def install(session: nox.Session) -> None:
@@ -74,6 +76,13 @@ def lint(session: nox.Session) -> None:
     session.install("ruff")
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
+
+
+@nox.session
+def docs(session: nox.Session) -> None:
+    """The documentation site (mkdocs.yml, docs/) into site/; strict, so a broken link or an unlisted page fails."""
+    session.install(MKDOCS)
+    session.run("mkdocs", "build", "--strict", "--site-dir", "site", *session.posargs)
 
 
 VLLM_MODELS = ("tiny-mimo", "tiny-glm4-moe")  # the fixtures vLLM's CPU attention serves (head_dim 32)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 from harness.contract.paths import SUITES
+from harness.contract.records import Results, record_problems
 
 pytest_plugins = ["pytester"]
 
@@ -69,6 +70,7 @@ def test_results_record_every_case_with_its_structured_record(pytester, tmp_path
     assert invariants and invariants[0]["invariants"]["violations"][0]["invariant"]
     page = (tmp_path / "run" / "index.html").read_text()
     assert "DIVERGENCE" in page and "position ids" in page
+    assert record_problems(Results, results) == [], "every record has the keys harness/contract/records.py declares"
 
 
 def test_the_report_is_the_same_with_and_without_xdist(pytester, tmp_path):
