@@ -6,9 +6,10 @@ A pass starting at output position s drafts s..s+k-1; with the first rejection a
 reference[s..r] (accepted drafts, then the target's correction) and the next pass starts at r+1; with
 none it commits k drafts and the bonus token, and the next pass starts at s+k+1.
 
-A decoder drafts from output position `first` on (its `drafts_from` attribute, read by harness.contract.decoder.drafts_from):
-0 for the harness's decoders, 1 for an engine whose prefill samples the first token without drafts (vLLM).
-Positions before it are single-token passes without drafts; the schedules are laid out from `first`.
+A decoder drafts from output position `first` on (its `drafts_from` attribute, read by
+harness.contract.decoder.drafts_from): 0 for the harness's decoders, 1 for an engine whose prefill samples
+the first token without drafts (vLLM). Positions before it are single-token passes without drafts; the
+schedules are laid out from `first`.
 """
 
 from __future__ import annotations
