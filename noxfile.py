@@ -4,7 +4,7 @@
     nox -s greedy         pytest -m greedy (every commit)
     nox -s sampling       pytest -m sampling
     nox -s invariants     pytest -m invariants
-    nox -s calibration    the sampling suite's false-positive-rate calibration (slow)
+    nox -s calibration    the slow part of the sampling suite's calibration: the whole-sequence case, 200 reruns
     nox -s nightly        every suite + the mutation catalogue at a budget, one HTML report (GPU runners)
     nox -s lint           ruff check + ruff format --check
     nox -s docs           build the documentation site from docs/ (mkdocs, strict: a broken link fails)
@@ -54,7 +54,8 @@ def sampling(session: nox.Session) -> None:
 
 @nox.session
 def calibration(session: nox.Session) -> None:
-    """The slow calibration of the sampling suite's false-positive rate."""
+    """The slow part of the sampling suite's calibration (the whole-sequence case); the law cases' calibration runs
+    with every `pytest -m sampling` at the budget's reruns."""
     run_pytest(session, "-m", "sampling and slow")  # naming `slow` in -m selects the slow tests
 
 
@@ -91,22 +92,18 @@ VLLM_MODELS = ("tiny-mimo", "tiny-glm4-moe")  # the fixtures vLLM's CPU attentio
 @nox.session
 def vllm(session: nox.Session) -> None:
     """vLLM as the subject: its pinned environment (`mtp-harness engine install vllm`), then every suite against
-    `vllm-mtp` on each fixture it serves. Options after `--` go to pytest, e.g. `-- --harness-budget smoke`."""
+    `vllm-mtp` on each fixture it serves, as shipped and beneath the known bugs (`--engine-fixes all`), both at
+    the ci budget (.ci/run runs the second at the smoke budget), and the judged counts of the four runs.
+    Options after `--` go to `mtp-harness run`, e.g. `-- --budget full`."""
     install(session)
     session.run("mtp-harness", "engine", "install", "vllm")
-    for model in VLLM_MODELS:
-        session.run(
-            "pytest",
-            "suites",
-            "-m",
-            "greedy or sampling or invariants",
-            "--decoder",
-            "vllm-mtp",
-            "--model",
-            model,
-            "-n",
-            "2",
-            "--dist",
-            "loadgroup",
-            *session.posargs,
-        )
+    runs = []
+    for fixes in ("none", "all"):
+        for model in VLLM_MODELS:
+            report_dir = f"reports/nox-vllm-{fixes}-{model}"
+            runs.append(report_dir)
+            session.run(
+                "mtp-harness", "run", "--decoder", "vllm-mtp", "--model", model, "--engine-fixes", fixes,
+                "--report-dir", report_dir, *session.posargs,
+            )  # fmt: skip
+    session.run("mtp-harness", "summarize", *runs)

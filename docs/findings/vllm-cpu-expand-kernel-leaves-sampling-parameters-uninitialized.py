@@ -8,7 +8,9 @@ MODEL_DIR: any checkpoint with MTP layers that vLLM serves on CPU; default: the 
 fixtures/models/tiny-mimo (a 250k-parameter MiMo with one MTP layer).
 
 Part 1 calls the one helper at fault directly. Part 2 shows the effect end to end: a greedy request decoded
-alone, then in the same batch as a sampled request.
+alone, then in the same batch as a sampled request. Exit status 1 and `BUG REPRODUCED` when the expanded
+temperatures are not the requests' (within float32 tolerance) or the greedy output changes; 0 and `not
+reproduced` otherwise.
 """
 
 import os
@@ -32,6 +34,8 @@ current_platform.register_triton_kernel_overrides()  # what the CPU worker does 
 temperature = torch.tensor([0.7, 1.3])
 cu_num_draft_tokens = torch.tensor([2, 4], dtype=torch.int32)
 expanded = expand_batch_to_tokens(temperature, cu_num_draft_tokens, 4, replace_from=0, replace_to=1)
+expected = torch.tensor([0.7, 0.7, 1.3, 1.3])  # each request's temperature over its two draft positions
+uninitialised = not torch.allclose(expanded, expected)  # float32 0.7 is 0.699999988..., equal within tolerance
 print("part 1: expanded temperature", expanded.tolist(), "- expected [0.7, 0.7, 1.3, 1.3]")
 
 # Part 2: the greedy request's tokens change when a sampled request shares its batch.
@@ -51,6 +55,6 @@ alone = llm.generate([prompt], [greedy], use_tqdm=False)[0].outputs[0].token_ids
 together = llm.generate([prompt, prompt], [greedy, sampled], use_tqdm=False)[0].outputs[0].token_ids
 print("part 2: greedy alone         ", list(alone))
 print("part 2: greedy beside sampled", list(together))
-print(
-    "BUG REPRODUCED" if list(alone) != list(together) or expanded.tolist() != [0.7, 0.7, 1.3, 1.3] else "not reproduced"
-)
+reproduced = uninitialised or list(alone) != list(together)
+print("BUG REPRODUCED" if reproduced else "not reproduced")
+sys.exit(1 if reproduced else 0)

@@ -6,7 +6,8 @@ batch, and the other requests draft worse even after it has finished.
 Run it with the Python of a vLLM 0.32.0 environment (`mtp-harness engine install vllm` makes one on CPU).
 MODEL_DIR: a checkpoint with MTP layers and max_position_embeddings 256; default: the harness fixture
 fixtures/models/tiny-mimo. Request A (a short prompt, 24 greedy tokens) is decoded alone, then in one
-batch with request B, whose prompt is 247 tokens long (9 tokens before max_model_len = 256).
+batch with request B, whose prompt is 247 tokens long (9 tokens before max_model_len = 256). Exit status 1
+and `BUG REPRODUCED` when any of A's verification steps got other drafts beside B; 0 and `not reproduced` else.
 """
 
 import os
@@ -76,3 +77,4 @@ for step, (x, y) in enumerate(zip(alone["drafts"], together["drafts"], strict=Fa
 differ = sum(x != y for x, y in zip(alone["drafts"], together["drafts"], strict=False))
 print(f"{differ} of {len(alone['drafts'])} verify steps of A got other drafts because B shares the batch")
 print("BUG REPRODUCED" if differ else "not reproduced")
+sys.exit(1 if differ else 0)

@@ -8,7 +8,9 @@ MODEL_DIR: a GLM-4.5-style checkpoint (Glm4MoeForCausalLM with MTP layers); defa
 fixtures/models/tiny-glm4-moe. The same prompts are decoded greedily with k = 2 twice in one engine: as
 shipped, then with Glm4MoeMultiTokenPredictorLayer returning (pre-norm hidden for the logits, normed hidden
 for the next step) exactly as vLLM's DeepSeekMultiTokenPredictorLayer does, and the drafts vLLM verified
-are compared step by step. The first draft of a step never changes; the second does.
+are compared step by step. The first draft of a step never changes; the second does. Exit status 1 and
+`BUG REPRODUCED` when a draft differs; 0 and `not reproduced` when vLLM's own layer already chains from the
+normed hidden state.
 """
 
 import os
@@ -19,6 +21,7 @@ os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "nobind")
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 
+import torch
 from tokenizers import Tokenizer
 from vllm import LLM, SamplingParams
 from vllm.model_executor.models import glm4_moe_mtp
@@ -71,19 +74,28 @@ def decode() -> dict[int, list[list[int]]]:
     return {index: drafts[key] for index, key in enumerate(sorted(drafts, key=int))}
 
 
-shipped_forward = glm4_moe_mtp.Glm4MoeMultiTokenPredictorLayer.forward
-shipped_returns_tuple = llm_base_proposer.SpecDecodeBaseProposer.model_returns_tuple
-
-
-def forward_recycling_the_normed_hidden(self, *args, **kwargs):  # noqa: ANN001, ANN201
-    """vLLM's DeepSeek MTP layer: the pre-norm hidden for the logits (compute_logits applies shared_head), the
+def forward_recycling_the_normed_hidden(
+    self: torch.nn.Module,
+    input_ids: torch.Tensor,
+    positions: torch.Tensor,
+    previous_hidden_states: torch.Tensor,
+    inputs_embeds: torch.Tensor | None = None,
+    spec_step_index: int = 0,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Glm4MoeMultiTokenPredictorLayer.forward of vLLM 0.32.0, statement for statement, returning what vLLM's
+    DeepSeek MTP layer returns: the pre-norm hidden for the logits (compute_logits applies shared_head) and the
     post-norm one for the next draft step (deepseek_mtp.py: "Recycle the post-final-norm hidden")."""
-    hidden_states = shipped_forward(self, *args, **kwargs)
+    inputs_embeds = torch.where(positions.unsqueeze(-1) == 0, 0, inputs_embeds)
+    inputs_embeds = self.enorm(inputs_embeds)
+    previous_hidden_states = self.hnorm(previous_hidden_states)
+    hidden_states = self.eh_proj(torch.cat([inputs_embeds, previous_hidden_states], dim=-1))
+    hidden_states, residual = self.mtp_block(positions=positions, hidden_states=hidden_states, residual=None)
+    hidden_states = residual + hidden_states
     return hidden_states, self.shared_head(hidden_states)
 
 
-def returns_tuple(self) -> bool:  # noqa: ANN001
-    return self.method == "mtp" or shipped_returns_tuple(self)
+def returns_tuple(self) -> bool:  # noqa: ANN001 - the proposer then reads the second element for the next step
+    return self.method == "mtp"
 
 
 llm.collective_rpc(record_drafts)
@@ -100,3 +112,4 @@ for key, step, a, b in differ:
 first_changed = sum(a[0] != b[0] for *_, a, b in differ)
 print(f"{len(differ)} of {steps} verify steps got other drafts; first drafts changed in {first_changed}")
 print("BUG REPRODUCED" if differ else "not reproduced")
+sys.exit(1 if differ else 0)

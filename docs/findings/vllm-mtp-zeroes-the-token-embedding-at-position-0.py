@@ -7,7 +7,8 @@ Run it with the Python of a vLLM 0.32.0 environment (`mtp-harness engine install
 MODEL_DIR: a GLM-4.5-style checkpoint (Glm4MoeForCausalLM with MTP layers); default: the harness fixture
 fixtures/models/tiny-glm4-moe. The same prompts are decoded greedily with k = 1 twice in one engine: as
 shipped, then with the masking line of Glm4MoeMultiTokenPredictorLayer.forward removed (nothing else
-changed), and the drafts vLLM verified are compared step by step.
+changed), and the drafts vLLM verified are compared step by step. Exit status 1 and `BUG REPRODUCED` when a
+draft differs; 0 and `not reproduced` when vLLM's own MTP layer computes what the unmasked one does.
 """
 
 import os
@@ -94,3 +95,4 @@ for key, step, a, b in differ:
     print(f"prompt {key}, step {step}: draft as shipped {a}, without the position-0 mask {b}")
 print(f"{len(differ)} of {steps} verify steps got another draft from the masking line alone")
 print("BUG REPRODUCED" if differ else "not reproduced")
+sys.exit(1 if differ else 0)

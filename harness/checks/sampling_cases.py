@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from harness.contract.decoder import Decoder, DecodeRequest, DecodeResult, SamplingConfig
+from harness.contract.seeds import DEFAULT_SEED, SEED_MODULUS, session_shifted
 from harness.decoding.sampling import process_logits
 from harness.decoding.target_decoder import TargetOnlyDecoder
 from harness.models.loading import ModelBundle
@@ -158,9 +159,10 @@ def law_samples(
     case: SamplingCase,
     n: int,
     seed_offset: int = 0,
+    session_seed: int = DEFAULT_SEED,
 ) -> tuple[TargetLaw, list[tuple]]:
-    """The exact target law of the case (memoised) and the cells of n samples through the decoder
-    (request i seeded case.seed + seed_offset + i)."""
+    """The exact target law of the case (memoised) and the cells of n samples through the decoder (request i
+    seeded case.seed + seed_offset + i, moved by the session seed: harness/contract/seeds.py session_shifted)."""
     key = (id(bundle), prompt_ids, case.sampling)
     if key not in _LAWS:
         _LAWS[key] = target_law(bundle, prompt_ids, case.sampling, LAW_LENGTH, PRUNE_MASS)
@@ -170,7 +172,7 @@ def law_samples(
             prompt_ids,
             LAW_LENGTH,
             sampling=case.sampling,
-            seed=case.seed + seed_offset + i,
+            seed=session_shifted(case.seed + seed_offset + i, session_seed),
             num_draft_tokens=case.k,
             draft_mode=case.draft_mode,
             eos_token_ids=bundle.eos_token_ids,
@@ -182,9 +184,14 @@ def law_samples(
 
 
 def run_law_case(
-    decoder: Decoder, bundle: ModelBundle, prompt_ids: tuple[int, ...], case: SamplingCase, n: int
+    decoder: Decoder,
+    bundle: ModelBundle,
+    prompt_ids: tuple[int, ...],
+    case: SamplingCase,
+    n: int,
+    session_seed: int = DEFAULT_SEED,
 ) -> LawOutcome:
-    law, samples = law_samples(decoder, bundle, prompt_ids, case, n)
+    law, samples = law_samples(decoder, bundle, prompt_ids, case, n, session_seed=session_seed)
     return LawOutcome(case, law, goodness_of_fit({**law.cells, OTHER: law.other}, samples, OTHER))
 
 
@@ -197,7 +204,7 @@ def pit_requests(
             prompt_ids,
             PIT_LENGTH,
             sampling=case.sampling,
-            seed=seed + i,
+            seed=(seed + i) % SEED_MODULUS,
             num_draft_tokens=case.k,
             draft_mode=case.draft_mode,
             eos_token_ids=bundle.eos_token_ids,
@@ -212,9 +219,11 @@ def run_pit_case(
     prompt_ids: tuple[int, ...],
     case: SamplingCase,
     sequences: int,
+    session_seed: int = DEFAULT_SEED,
 ) -> PitOutcome:
-    results = decoder.decode(pit_requests(bundle, prompt_ids, case, sequences, case.seed))
-    terms = sequence_terms(bundle, prompt_ids, [result.token_ids for result in results], case.sampling, case.seed)
+    seed = session_shifted(case.seed, session_seed)
+    results = decoder.decode(pit_requests(bundle, prompt_ids, case, sequences, seed))
+    terms = sequence_terms(bundle, prompt_ids, [result.token_ids for result in results], case.sampling, seed)
     truncated = sum(1 for result in results if len(result.token_ids) == PIT_LENGTH and cut_by_the_length(result))
     return pit_outcome(case, terms, len(results), len(prompt_ids), truncated)
 

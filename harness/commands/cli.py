@@ -16,6 +16,7 @@ from pathlib import Path
 
 from harness.commands import mutants as mutants_command
 from harness.contract.budget import BUDGET_HELP, BUDGETS, DEFAULT_BUDGET
+from harness.contract.errors import HarnessError
 from harness.contract.invocation import suites_pytest, wait_through_ctrl_c
 from harness.contract.paths import DEFAULT_MODEL, REPORTS, SUITES, suite_of_junit
 
@@ -66,6 +67,9 @@ def resolve_workers(requested: int | str | None, device: str) -> int:
     return workers
 
 
+USAGE_ERROR = 2  # the exit status of a command line that cannot work (argparse uses it too)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mtp-harness", description="Correctness harness for MTP-assisted decoding.")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -86,7 +90,16 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--model", default=str(DEFAULT_MODEL), help="model directory or fixture name")
     run.add_argument("--device", default="cpu", help="torch device (default: cpu)")
     run.add_argument("--dtype", default=None, help="float64 | float32 | bf16 | fp16 (default: float64 on CPU)")
-    run.add_argument("--harness-seed", default=None, help="session seed (default: the plugin's fixed seed)")
+    run.add_argument(
+        "--harness-seed", default=None, help="session seed: an integer, 'random' or 'last' (default: the fixed seed)"
+    )
+    run.add_argument(
+        "--engine-fixes",
+        default="none",
+        metavar="none|all|SLUG[,SLUG...]",
+        help="an engine subject with the documented fix of the named findings applied inside its process (beneath "
+        "the known bugs); default none: the engine as shipped",
+    )
     run.add_argument("--budget", choices=sorted(BUDGETS), default=DEFAULT_BUDGET, help=BUDGET_HELP)
     run.add_argument("-n", "--workers", type=workers_option, default=None, help=WORKERS_HELP)
     run.add_argument("--report-dir", type=Path, default=REPORTS, help="where run directories go (default: ./reports)")
@@ -119,7 +132,10 @@ def build_parser() -> argparse.ArgumentParser:
         "each run's date, commit and command: what docs/measurements/ pastes",
     )
     summarize.add_argument(
-        "runs", nargs="+", type=Path, help="run directories (reports/<run-id>) or results.json files"
+        "runs",
+        nargs="+",
+        type=Path,
+        help="run directories (reports/<run-id>), results.json files, or --report-dirs (their latest run)",
     )
     bench = commands.add_parser("bench", help="throughput of the batched MTP decoder vs transformers' MTP loop")
     bench.add_argument("--model", default=str(DEFAULT_MODEL), help="model directory or fixture name")
@@ -152,6 +168,8 @@ def pytest_command(args: argparse.Namespace, junit: Path) -> list[str]:
         command.append(f"--dtype={args.dtype}")
     if args.harness_seed:
         command.append(f"--harness-seed={args.harness_seed}")
+    if args.engine_fixes != "none":
+        command.append(f"--engine-fixes={args.engine_fixes}")
     if args.budget != DEFAULT_BUDGET:
         command.append(f"--harness-budget={args.budget}")
     workers = resolve_workers(args.workers, args.device)
@@ -187,6 +205,16 @@ def format_summary(per_suite: dict[str, Counter]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from harness.subjects.door import check_run_options, check_seed
+    from harness.subjects.engines.supported import engine_fixes
+
+    try:  # bad input stops here, as one line, before pytest starts
+        check_run_options(args.decoder, args.model, args.device, args.dtype)
+        check_seed(args.harness_seed)
+        engine_fixes(args.decoder, args.engine_fixes)
+    except HarnessError as error:
+        print(f"mtp-harness run: {error}", file=sys.stderr)
+        return USAGE_ERROR
     if args.suite == "mutants":
         catalogue = mutants_command.parse(["--model", args.model, "--device", args.device, "--budget", args.budget])
         catalogue.workers = 2 if args.workers is None else usable_cores() if args.workers == "auto" else args.workers

@@ -34,12 +34,34 @@ def default_dtype(device: str) -> str:
 def suites_command(
     budget: str, decoder: str, model: str, device: str, dtype: str, workers: int, run_dir: Path
 ) -> list[str]:
-    command = [*suites_pytest([SUITES]), "-m", NIGHTLY_MARKERS, "-q", "-rs"]
+    command = [*suites_pytest([SUITES]), "-m", NIGHTLY_MARKERS, "-q", "-rs", "--harness-slow"]  # full calibration
     command += [f"--harness-budget={budget}", f"--decoder={decoder}", f"--model={model}"]
     command += [f"--device={device}", f"--dtype={dtype}", f"--harness-report={run_dir}"]
     if workers > 1:
         command += ["-n", str(workers), "--dist", "loadgroup"]
     return command
+
+
+def false_alarm_runs(budget: str, model: str, device: str, dtype: str, workers: int) -> dict:
+    """The family-wise false-positive rate, checked: the sampling suite's cases on the correct decoder (`mtp`)
+    under the budget's `false_alarm_seeds` session seeds, each a whole family of p-values at family-wise alpha
+    1e-3. Run at the smoke budget's N: the rate holds at any N. The count of runs that rejected anything must stay
+    near seeds x 1e-3 (a count of 2 in 50 is already a 1-in-800 event under a calibrated suite)."""
+    from harness.contract.seeds import DEFAULT_SEED
+    from harness.stats.multiple_testing import FAMILY_ALPHA
+
+    seeds = [DEFAULT_SEED + 1 + i for i in range(BUDGETS[budget].false_alarm_seeds)]
+    rejecting = []
+    for seed in seeds:
+        command = [*suites_pytest([SUITES / "sampling" / "test_target_distribution.py"], cache=False), "-q"]
+        command += ["--harness-budget=smoke", "--decoder=mtp", f"--model={model}", f"--device={device}"]
+        command += [f"--dtype={dtype}", f"--harness-seed={seed}"]
+        command += ["-n", str(workers), "--dist", "loadgroup"] if workers > 1 else []
+        print("mtp-harness nightly: false-alarm run:", shlex.join(command), flush=True)
+        code = wait_through_ctrl_c(subprocess.Popen(command, stdout=subprocess.DEVNULL))
+        if code != 0:
+            rejecting.append({"seed": seed, "exit_status": code})
+    return {"runs": len(seeds), "seeds": seeds, "rejecting": rejecting, "family_alpha": FAMILY_ALPHA}
 
 
 def catalogue_arguments(budget: str, model: str, device: str, dtype: str, workers: int, report_dir: Path) -> list[str]:
@@ -51,8 +73,8 @@ def catalogue_arguments(budget: str, model: str, device: str, dtype: str, worker
     return arguments + (["--efficiency", "--full-table"] if full else [])
 
 
-def merge_catalogue(run_dir: Path, catalogue_dir: Path) -> Path | None:
-    """Put the catalogue's mutation table into the suites' report and re-render it."""
+def merge_catalogue(run_dir: Path, catalogue_dir: Path, false_alarms: dict | None = None) -> Path | None:
+    """Put the catalogue's mutation table (and the false-alarm count) into the suites' report and re-render it."""
     from harness.report.render import write_report
 
     suites_results, catalogue_results = run_dir / "results.json", catalogue_dir / "results.json"
@@ -60,6 +82,8 @@ def merge_catalogue(run_dir: Path, catalogue_dir: Path) -> Path | None:
         return None
     results = json.loads(suites_results.read_text())
     results["mutants"] = json.loads(catalogue_results.read_text())["mutants"]
+    if false_alarms is not None:
+        results["false_alarms"] = false_alarms
     return write_report(results, run_dir)
 
 
@@ -76,10 +100,12 @@ def run_nightly(
     arguments = catalogue_arguments(budget, model, device, dtype, workers, catalogue_dir)
     print("mtp-harness nightly: mtp-harness", shlex.join(arguments), flush=True)
     catalogue_code = mutants_command.run(mutants_command.parse(arguments[1:]))
-    merged = merge_catalogue(run_dir, next(iter(sorted(catalogue_dir.glob("*-mutants"))), catalogue_dir))
+    alarms = false_alarm_runs(budget, model, device, dtype, workers)
+    merged = merge_catalogue(run_dir, next(iter(sorted(catalogue_dir.glob("*-mutants"))), catalogue_dir), alarms)
     verdict = "PASSED" if suites_code == 0 and catalogue_code == 0 else "FAILED"
     print(
         f"mtp-harness nightly ({budget}, {device}, {dtype}): {verdict}; suites exit {suites_code}, catalogue exit "
-        f"{catalogue_code}; report {merged or run_dir}"
+        f"{catalogue_code}; sampling-suite false alarms {len(alarms['rejecting'])} in {alarms['runs']} seeded runs "
+        f"(family alpha {alarms['family_alpha']}); report {merged or run_dir}"
     )
     return 0 if verdict == "PASSED" else 1

@@ -2,10 +2,10 @@
 so the same session is a few-minute smoke on a CPU and a full run on a GPU runner.
 
     smoke   Hypothesis 10 examples, sampling N for a TV shift of 0.08 (one position of a PIT case: 0.2), four
-            mutants (one per suite + control)
-    ci      Hypothesis 25 examples, TV 0.05 (one position: 0.1) (every commit; the default)
+            mutants (one per suite + control), 30 calibration reruns, 2 false-alarm seeds (nightly)
+    ci      Hypothesis 25 examples, TV 0.05 (one position: 0.1), 60 calibration reruns (every commit; the default)
     full    Hypothesis 400 examples, TV 0.02 (one position: 0.05), every mutant, with the statistical-efficiency
-            measurement
+            measurement, 200 calibration reruns (and the slow whole-sequence calibration), 50 false-alarm seeds
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ class Budget:
     position_tv: float  # the PIT cases' N detects this TV shift at any one of their output positions
     mutants: tuple[str, ...] | None  # None: the whole catalogue
     efficiency: bool
+    calibration_reruns: int  # reruns of each law case in the p-value calibration (suites/sampling/test_calibration.py)
+    false_alarm_seeds: int  # nightly: session seeds the sampling suite runs under on the correct decoder
 
 
 BUDGETS = {
@@ -33,9 +35,11 @@ BUDGETS = {
         0.2,
         ("commit-heads-unverified", "no-mtp-rollback", "residual-from-p", "no-bonus"),
         False,
+        30,
+        2,
     ),
-    "ci": Budget("ci", "ci", 0.05, 0.1, None, False),
-    "full": Budget("full", "nightly", 0.02, 0.05, None, True),
+    "ci": Budget("ci", "ci", 0.05, 0.1, None, False, 60, 5),
+    "full": Budget("full", "nightly", 0.02, 0.05, None, True, 200, 50),
 }
 DEFAULT_BUDGET = "ci"
 

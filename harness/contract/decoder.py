@@ -10,7 +10,9 @@ harness a factory `factory(bundle, device, dtype) -> Decoder` as `--decoder your
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+import numbers
+import operator
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Literal, Protocol, runtime_checkable
@@ -28,6 +30,35 @@ class InvalidRequest(HarnessError):
     """A DecodeRequest the decoder cannot serve (bad settings, or out of the model's vocab or context)."""
 
 
+def integer(name: str, value: object, low: int, high: int | None = None) -> int:
+    """`value` as an int in [low, high]; a bool, a float or anything else that is not an integer is refused,
+    naming the field and the value (numpy and 0-d torch integers are integers)."""
+    if isinstance(value, bool):
+        raise InvalidRequest(f"{name} must be an integer, got the bool {value!r}")
+    try:
+        number = operator.index(value)  # type: ignore[arg-type]
+    except TypeError:
+        raise InvalidRequest(f"{name} must be an integer, got {value!r} ({type(value).__name__})") from None
+    if number < low or (high is not None and number > high):
+        bounds = f">= {low}" if high is None else f"in {low}..{high}"
+        raise InvalidRequest(f"{name} must be an integer {bounds}, got {number}")
+    return number
+
+
+def real(name: str, value: object) -> float:
+    """`value` as a finite float; a bool, a string or anything else that is not a real number is refused."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(float(value)):
+        raise InvalidRequest(f"{name} must be a finite real number, got {value!r}")
+    return float(value)
+
+
+def token_ids(name: str, values: object) -> tuple[int, ...]:
+    """A sequence of non-negative integer token ids (strings and mappings are not sequences of ids)."""
+    if isinstance(values, str | bytes | Mapping) or not isinstance(values, Iterable):
+        raise InvalidRequest(f"{name} must be a sequence of token ids, got {values!r}")
+    return tuple(integer(f"{name}[{i}]", value, 0) for i, value in enumerate(values))
+
+
 @dataclass(frozen=True)
 class SamplingConfig:
     """Target sampling settings, applied in this order: temperature -> top-k -> top-p.
@@ -41,12 +72,15 @@ class SamplingConfig:
     top_p: float = 1.0
 
     def __post_init__(self) -> None:
-        if not math.isfinite(self.temperature) or self.temperature < 0:
+        temperature = real("temperature", self.temperature)
+        if temperature < 0:
             raise InvalidRequest(f"temperature must be a finite number >= 0, got {self.temperature}")
-        if isinstance(self.top_k, bool) or not isinstance(self.top_k, int) or self.top_k < 0:
-            raise InvalidRequest(f"top_k must be an integer >= 0 (0 = off), got {self.top_k!r}")
-        if not (0.0 < self.top_p <= 1.0):
+        object.__setattr__(self, "temperature", temperature)
+        object.__setattr__(self, "top_k", integer("top_k", self.top_k, 0))  # 0 = off
+        top_p = real("top_p", self.top_p)
+        if not (0.0 < top_p <= 1.0):
             raise InvalidRequest(f"top_p must be in (0, 1], got {self.top_p}")
+        object.__setattr__(self, "top_p", top_p)
 
     @property
     def is_greedy(self) -> bool:
@@ -65,6 +99,8 @@ class DecodeRequest:
         the draft from the MTP head's processed distribution q.
     forced_drafts: output position -> token id. Whenever the decoder proposes a draft for that position it
         must propose this token, with a one-hot q. Suites use it to force rejections at chosen positions.
+
+    Every field is checked when the request is made: a malformed one raises InvalidRequest naming it and its value.
     """
 
     prompt_ids: tuple[int, ...]
@@ -77,26 +113,26 @@ class DecodeRequest:
     forced_drafts: Mapping[int, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "prompt_ids", tuple(int(t) for t in self.prompt_ids))
-        object.__setattr__(self, "eos_token_ids", tuple(int(t) for t in self.eos_token_ids))
-        object.__setattr__(
-            self, "forced_drafts", MappingProxyType({int(k): int(v) for k, v in self.forced_drafts.items()})
-        )
-        if not self.prompt_ids:
+        prompt_ids = token_ids("prompt_ids", self.prompt_ids)
+        if not prompt_ids:
             raise InvalidRequest("prompt_ids is empty: a request needs at least one prompt token")
-        if any(t < 0 for t in self.prompt_ids):
-            raise InvalidRequest(f"prompt_ids has a negative token id: {min(self.prompt_ids)}")
-        if isinstance(self.max_new_tokens, bool) or not isinstance(self.max_new_tokens, int) or self.max_new_tokens < 1:
-            raise InvalidRequest(f"max_new_tokens must be an integer >= 1, got {self.max_new_tokens!r}")
-        if not (1 <= self.num_draft_tokens <= MAX_DRAFT_TOKENS):
-            raise InvalidRequest(f"num_draft_tokens (k) must be in 1..{MAX_DRAFT_TOKENS}, got {self.num_draft_tokens}")
+        object.__setattr__(self, "prompt_ids", prompt_ids)
+        object.__setattr__(self, "eos_token_ids", token_ids("eos_token_ids", self.eos_token_ids))
+        object.__setattr__(self, "max_new_tokens", integer("max_new_tokens", self.max_new_tokens, 1))
+        object.__setattr__(self, "seed", integer("seed", self.seed, 0, 2**63 - 1))
+        k = integer("num_draft_tokens (k)", self.num_draft_tokens, 1, MAX_DRAFT_TOKENS)
+        object.__setattr__(self, "num_draft_tokens", k)
+        if not isinstance(self.sampling, SamplingConfig):
+            raise InvalidRequest(f"sampling must be a SamplingConfig, got {self.sampling!r}")
         if self.draft_mode not in ("greedy", "sample"):
             raise InvalidRequest(f"draft_mode must be 'greedy' or 'sample', got {self.draft_mode!r}")
-        if not (0 <= self.seed < 2**63):
-            raise InvalidRequest(f"seed must be in [0, 2**63), got {self.seed}")
-        bad = {p: t for p, t in self.forced_drafts.items() if p < 0 or t < 0}
-        if bad:
-            raise InvalidRequest(f"forced_drafts needs non-negative positions and token ids, got {bad}")
+        if not isinstance(self.forced_drafts, Mapping):
+            raise InvalidRequest(f"forced_drafts must map output positions to token ids, got {self.forced_drafts!r}")
+        forced = {
+            integer("forced_drafts position", position, 0): integer(f"forced_drafts[{position!r}]", token, 0)
+            for position, token in self.forced_drafts.items()
+        }
+        object.__setattr__(self, "forced_drafts", MappingProxyType(forced))
 
     def __hash__(self) -> int:
         return hash((self.prompt_ids, self.max_new_tokens, self.sampling, self.seed, self.num_draft_tokens))

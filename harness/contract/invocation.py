@@ -3,8 +3,10 @@ harness is a clone or an installed wheel, and whatever directory the command sta
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -25,8 +27,18 @@ def suites_pytest(paths: Iterable[Path | str], cache: bool = True) -> list[str]:
 
 def wait_through_ctrl_c(process: subprocess.Popen) -> int:
     """Wait for pytest; on Ctrl-C keep waiting: pytest got the same SIGINT and writes its partial report
-    (subprocess.call would kill it instead)."""
+    (subprocess.call would kill it instead). A SIGTERM to this process is handed on to pytest, which stops as on
+    Ctrl-C and writes its partial report too."""
+
+    def hand_on(signum: int, frame: object) -> None:
+        process.send_signal(signal.SIGTERM)
+
+    previous = signal.signal(signal.SIGTERM, hand_on) if threading.current_thread() is threading.main_thread() else None
     try:
-        return process.wait()
-    except KeyboardInterrupt:
-        return process.wait()
+        try:
+            return process.wait()
+        except KeyboardInterrupt:
+            return process.wait()
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)

@@ -12,11 +12,27 @@ Output positions are 0-based indices into the generated tokens.
 
 import json
 from collections.abc import Callable, Mapping
-from typing import Any, Literal, NotRequired, TypedDict, get_type_hints
+from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict, get_type_hints
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from harness.contract.decoder import DecodeRequest, VerifyStep
 
 SCHEMA = 1
 RECORD_PREFIX = "mtp_harness."  # a record's user-property name is RECORD_PREFIX + kind
-RecordKind = Literal["divergence", "sampling", "invariants", "acceptance", "params"]
+RecordKind = Literal[
+    "divergence",
+    "sampling",
+    "invariants",
+    "acceptance",
+    "passes",
+    "conformance",
+    "isolation",
+    "known",
+    "greedy_check",
+    "params",
+]
 Outcome = Literal["passed", "failed", "error", "skipped", "xfailed", "near-tie"]
 
 
@@ -41,7 +57,8 @@ class StepRecord(TypedDict):
 
 
 class DivergenceRecord(TypedDict):
-    """A greedy case whose output parted from the reference (suites/greedy/conftest.py)."""
+    """A greedy case whose output parted from the reference (suites/greedy/conftest.py): the failing divergence,
+    or the first near-tie of a case that passed over near-ties."""
 
     index: int
     expected_token: int | None
@@ -49,8 +66,9 @@ class DivergenceRecord(TypedDict):
     expected_text: str
     actual_text: str
     context_text: str
-    margin: float | None
+    margin: float | None  # the precise top-2 logit margin there
     near_tie: bool
+    token_gap: float | None  # the precise best logit minus the decoder's token's
     prompt_id: str
     dtype: str
     num_draft_tokens: int | None
@@ -166,8 +184,70 @@ class AcceptanceRecord(TypedDict):
     head_fidelity: list[dict[str, Any]]
 
 
+class GreedyCheckRecord(TypedDict):
+    """How much of a greedy output was checked against a target-only reference (suites/greedy/conftest.py): every
+    position up to a failing divergence, near-ties included (the reference re-anchored on the decoder's prefix)."""
+
+    positions: int  # output positions
+    checked: int  # positions compared with a target-only reference
+    near_ties: list[int]  # output positions of the near-ties passed over
+
+
+class PassesRecord(TypedDict):
+    """A request whose verification passes broke a check (greedy suite): the passes it made, the pass
+    structure the forced schedule implies (start, emitted), and, where the check compares two decodes of the
+    same request, the other decode's passes."""
+
+    prompt_id: str
+    num_draft_tokens: int
+    forced_drafts: dict[str, int]
+    expected: list[list[int]] | None  # [start, emitted] per pass, where a schedule implies them
+    steps: list[StepRecord]
+    other_steps: list[StepRecord] | None  # the same request decoded alone, where the check compares
+    other: str | None  # what other_steps is ("alone")
+
+
+class ConformanceRequestRecord(TypedDict):
+    prompt_id: str
+    prompt_ids: list[int]
+    token_ids: list[int]
+    steps: list[StepRecord]
+
+
+class ConformanceMismatchRecord(TypedDict):
+    request: int  # index into the record's requests
+    start: int  # output position the pass started at
+    drafts: list[int]
+    expected: list[int]  # the harness proposer's drafts for the same committed prefix
+
+
+class ConformanceRecord(TypedDict):
+    """Draft conformance (invariants suite): the passes whose drafts the committed prefix does not give."""
+
+    num_draft_tokens: int
+    passes: int
+    mismatches: list[ConformanceMismatchRecord]
+    requests: list[ConformanceRequestRecord]  # the requests with a mismatch
+
+
+class IsolationRecord(TypedDict):
+    """RNG isolation (invariants suite): a sampled request whose output changed with its batch."""
+
+    request: RequestRecord
+    alone: list[int]
+    in_batch: list[int]
+
+
+class KnownRecord(TypedDict):
+    """A failure explained by recorded findings (harness/subjects/findings.py): which ones, and why."""
+
+    findings: list[str]  # slugs
+    explanation: str
+
+
 class CaseRecord(TypedDict):
-    """One test case of a run, as results.json lists it."""
+    """One test case of a run, as results.json lists it. An xfailed case keeps its failure message and records:
+    `known` says which findings explained it."""
 
     nodeid: str
     suite: str
@@ -181,6 +261,11 @@ class CaseRecord(TypedDict):
     divergence: DivergenceRecord | None
     sampling: SamplingRecord | None
     invariants: InvariantsRecord | None
+    passes: NotRequired[PassesRecord]
+    greedy_check: NotRequired[GreedyCheckRecord]
+    conformance: NotRequired[ConformanceRecord]
+    isolation: NotRequired[IsolationRecord]
+    known: NotRequired[KnownRecord]
 
 
 class GroupRecord(TypedDict):
@@ -198,6 +283,15 @@ class GroupRecord(TypedDict):
     reproducer: NotRequired[str]
     reproducer_command: NotRequired[str]
     reproducer_about: NotRequired[str]
+
+
+class KnownGroupRecord(TypedDict):
+    """The expected failures a finding explained (harness/triage/groups.py known_groups)."""
+
+    finding: str  # slug
+    count: int
+    causes: list[dict[str, Any]]  # {"cause": words, "count": n}, largest first
+    cases: list[str]  # node ids
 
 
 class RunHeader(TypedDict):
@@ -218,6 +312,7 @@ class RunHeader(TypedDict):
     command: str
     workers: int
     engine: NotRequired[str]  # an out-of-process engine: which build of it ran
+    engine_fixes: NotRequired[list[str]]  # the findings whose fix it ran with (--engine-fixes); [] as shipped
     finished: NotRequired[str | None]
     status: NotRequired[str]
     exit_status: NotRequired[int | None]
@@ -228,8 +323,10 @@ class Results(TypedDict):
     run: RunHeader
     cases: list[CaseRecord]
     groups: list[GroupRecord]
+    known: NotRequired[list[KnownGroupRecord]]  # runs of an engine subject with recorded findings
     acceptance: AcceptanceRecord | None
     mutants: dict[str, Any] | None
+    false_alarms: NotRequired[dict[str, Any]]  # nightly: sampling-suite runs on the correct decoder that rejected
 
 
 RECORD_TYPES: Mapping[str, type] = {
@@ -237,7 +334,35 @@ RECORD_TYPES: Mapping[str, type] = {
     "sampling": SamplingRecord,
     "invariants": InvariantsRecord,
     "acceptance": AcceptanceRecord,
+    "passes": PassesRecord,
+    "greedy_check": GreedyCheckRecord,
+    "conformance": ConformanceRecord,
+    "isolation": IsolationRecord,
+    "known": KnownRecord,
 }
+
+
+def step_records(steps: "Sequence[VerifyStep]") -> list[StepRecord]:
+    """A decoder's verification passes as records."""
+    return [
+        StepRecord(start=s.start, drafts=list(s.drafts), accepted=s.accepted, emitted=list(s.emitted)) for s in steps
+    ]
+
+
+def request_record(request: "DecodeRequest") -> RequestRecord:
+    """A request as plain data (harness/triage/shrink.py RequestCase.from_request reads it back)."""
+    return RequestRecord(
+        prompt_ids=list(request.prompt_ids),
+        max_new_tokens=request.max_new_tokens,
+        num_draft_tokens=request.num_draft_tokens,
+        eos_token_ids=list(request.eos_token_ids),
+        forced_drafts={str(p): t for p, t in request.forced_drafts.items()},
+        temperature=request.sampling.temperature,
+        top_k=request.sampling.top_k,
+        top_p=request.sampling.top_p,
+        seed=request.seed,
+        draft_mode=request.draft_mode,
+    )
 
 
 def attach_record(record_property: Callable[[str, object], None], kind: RecordKind, record: Mapping) -> None:

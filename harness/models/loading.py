@@ -23,6 +23,7 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
+from harness.contract.dtypes import DTYPE_NAMES
 from harness.contract.errors import CheckpointError, HarnessError
 from harness.contract.paths import resolve_model_path
 from harness.models.attention import EXACT_ATTENTION
@@ -35,16 +36,7 @@ from harness.models.numerics import use_float64_arithmetic
 from harness.models.quiet import quiet_transformers
 from harness.models.target_hidden import mark_pre_norm_reader
 
-DTYPES = {
-    "float64": torch.float64,
-    "fp64": torch.float64,
-    "float32": torch.float32,
-    "fp32": torch.float32,
-    "bfloat16": torch.bfloat16,
-    "bf16": torch.bfloat16,
-    "float16": torch.float16,
-    "fp16": torch.float16,
-}
+DTYPES = {name: getattr(torch, canonical) for name, canonical in DTYPE_NAMES.items()}
 
 # Model types whose config transformers does not know, mapped to the architecture that runs them.
 # MiMo-7B is a Qwen2 target with MTP layers under model.mtp_layers (its own remote code on the hub).
@@ -145,6 +137,17 @@ def load_bundle(
         module.eval()
         module.requires_grad_(False)
     return ModelBundle(directory, target, depths, tokenizer, layout, target.config, torch_device, torch_dtype)
+
+
+def check_checkpoint(path: str | Path) -> None:
+    """What load_bundle checks before it reads a weight: the directory, config.json, the safetensors files and
+    their tensor names in an MTP layout, the tokenizer file. Seconds, whatever the checkpoint's size."""
+    directory = Path(path)
+    checkpoint = open_checkpoint(directory)
+    config = _load_config(directory)
+    detect_layout(checkpoint.tensor_names, config.num_hidden_layers)
+    if not (directory / "tokenizer.json").is_file():
+        raise CheckpointError(f"{directory} has no tokenizer.json")
 
 
 def _load_config(directory: Path) -> PretrainedConfig:

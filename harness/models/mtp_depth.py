@@ -57,11 +57,27 @@ class MTPDepth(nn.Module):
         cache: Cache | None = None,
     ) -> torch.Tensor:
         """token_ids: [B, S], hidden: [B, S, H] -> normed hidden h^d [B, S, H]; logits are `self.head(h^d)`."""
-        embedded = self.enorm(self.embed_tokens(token_ids))
+        embedded = self.embed_tokens(token_ids)
+        return self.final_norm(
+            self.pre_norm_output(embedded, hidden, position_embeddings, attention_mask, position_ids, cache)
+        )
+
+    def pre_norm_output(
+        self,
+        embedded: torch.Tensor,
+        hidden: torch.Tensor,
+        position_embeddings: tuple[torch.Tensor, torch.Tensor],
+        attention_mask: torch.Tensor | None,
+        position_ids: torch.Tensor,
+        cache: Cache | None = None,
+    ) -> torch.Tensor:
+        """embedded: the tokens' embeddings [B, S, H], hidden: [B, S, H] -> the block's output before the final
+        norm: block(eh_proj([enorm(embedded), hnorm(hidden)])), the pair in the family's order."""
+        embedded = self.enorm(embedded)
         carried = self.hnorm(hidden)
         pair = (carried, embedded) if self.hidden_first else (embedded, carried)
         x = self.eh_proj(torch.cat(pair, dim=-1))
-        x = self.block(
+        return self.block(
             x,
             attention_mask=attention_mask,
             position_ids=position_ids,
@@ -69,7 +85,6 @@ class MTPDepth(nn.Module):
             use_cache=cache is not None,
             position_embeddings=position_embeddings,
         )
-        return self.final_norm(x)
 
 
 def mtp_block_config(config: PretrainedConfig, num_depths: int) -> PretrainedConfig:

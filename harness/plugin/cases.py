@@ -8,6 +8,7 @@ from collections.abc import Iterable
 import pytest
 
 from harness.contract.paths import suite_of
+from harness.plugin.known import judge
 
 _CAUGHT = pytest.StashKey[set[str]]()
 CATCH_EXCEPTIONS = (AssertionError, pytest.fail.Exception)  # an assertion fired: not a crash
@@ -19,6 +20,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):  # noqa
     report = outcome.get_result()
     if report.when == "call" and hasattr(item, "callspec"):
         _carry_check_records(item.callspec.params.values(), report)
+    judge(item, call, report)  # a watched test's failure: a known finding, or a failure it does not explain
     if (
         report.when == "call"
         and report.failed

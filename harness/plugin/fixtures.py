@@ -9,8 +9,9 @@ from typing import TYPE_CHECKING
 import pytest
 
 from harness.contract.seeds import derive_seed
-from harness.models.loading import bundle_for
-from harness.plugin.session import SEED, resolved_dtype
+from harness.plugin.known import ENGINE_FIXES
+from harness.plugin.options import resolved_dtype
+from harness.plugin.session import SEED
 
 if TYPE_CHECKING:  # torch and transformers load lazily: a plain `pytest --help` stays fast
     from harness.contract.decoder import Decoder
@@ -33,6 +34,8 @@ def test_seed(request: pytest.FixtureRequest, harness_seed: int) -> int:
 @pytest.fixture(scope="session")
 def bundle(pytestconfig: pytest.Config) -> ModelBundle:
     """The model under test (--model, --device, --dtype), loaded once per session."""
+    from harness.models.loading import bundle_for
+
     return bundle_for(
         pytestconfig.getoption("--model"), pytestconfig.getoption("--device"), resolved_dtype(pytestconfig)
     )
@@ -43,7 +46,7 @@ def decoder(pytestconfig: pytest.Config, bundle: ModelBundle) -> Decoder:
     """The decoder under test (--decoder), built once per session for the model under test."""
     from harness.subjects.registry import make_decoder
 
-    return make_decoder(pytestconfig.getoption("--decoder"), bundle)
+    return make_decoder(pytestconfig.getoption("--decoder"), bundle, pytestconfig.stash[ENGINE_FIXES])
 
 
 @pytest.fixture

@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from harness.models.loading import bundle_for
-from harness.plugin.session import resolved_dtype
+from harness.plugin.known import ENGINE_FIXES
+from harness.plugin.options import resolved_dtype
 
 if TYPE_CHECKING:
     from harness.contract.decoder import Decoder
@@ -34,11 +34,12 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
     @cache
     def decoder_and_bundle() -> tuple[Decoder, ModelBundle]:
+        from harness.models.loading import bundle_for
         from harness.subjects.registry import make_decoder
 
         model, device = config.getoption("--model"), config.getoption("--device")
         bundle = bundle_for(model, device, resolved_dtype(config))
-        return make_decoder(config.getoption("--decoder"), bundle), bundle
+        return make_decoder(config.getoption("--decoder"), bundle, config.stash[ENGINE_FIXES]), bundle
 
     @cache
     def oracle_for(kind: str) -> Oracle:

@@ -47,7 +47,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--harness-slow",
         action="store_true",
-        help="also run tests marked slow (e.g. the sampling calibration); they run anyway when -m names 'slow'",
+        help="also run tests marked slow (e.g. the whole-sequence calibration); they run anyway when -m names 'slow'",
     )
     group.addoption(
         "--harness-stop-on-catch",
@@ -83,6 +83,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "ones, each with a reproducer script (harness/triage/shrink.py; 0: no shrinking). Default: 60.",
     )
     group.addoption(
+        "--engine-fixes",
+        default="none",
+        metavar="none|all|SLUG[,SLUG...]",
+        help="for an engine subject: run the engine with the documented fix of the named findings applied inside "
+        "its process (docs/findings/<slug>.md, Fix), to test what lies beneath the known bugs; a fixed "
+        "finding marks no test, and the report says which fixes were in. Default: none (the engine as shipped).",
+    )
+    group.addoption(
         "--prompts", default=str(DEFAULT_PROMPTS), help="prompt fixture file (JSON). Default: fixtures/prompts.json."
     )
     group.addoption(
@@ -96,3 +104,23 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         + ", ".join(f"{name} {budget.position_tv}" for name, budget in BUDGETS.items())
         + ")",
     )
+
+
+def resolved_dtype(config: pytest.Config) -> str:
+    """--dtype, else the decoder's own default for the device (vLLM: float32 on CPU), else float64 on CPU and
+    bf16 on CUDA."""
+    from harness.models.loading import parse_dtype
+
+    dtype = config.getoption("--dtype")
+    device = str(config.getoption("--device"))
+    if dtype is None:
+        from harness.contract.errors import HarnessError
+        from harness.subjects.registry import default_dtype
+
+        try:
+            dtype = default_dtype(config.getoption("--decoder"), device)
+        except HarnessError:
+            dtype = None  # an unknown decoder is reported, with its near matches, when the decoder is built
+    if dtype is not None:
+        return str(parse_dtype(dtype)).removeprefix("torch.")
+    return "bfloat16" if device.startswith("cuda") else "float64"

@@ -30,9 +30,10 @@ from harness.contract.records import (
     Results,
     RunHeader,
 )
+from harness.plugin.known import ENGINE_FIXES
 from harness.report.run_header import run_header
 from harness.subjects.engines.supported import engine_of_decoder
-from harness.triage.groups import failure_groups
+from harness.triage.groups import failure_groups, known_groups
 
 PARTIAL_EVERY_S = 20.0
 UNFINISHED = "unfinished"  # set up but no call report yet (running, or interrupted): left out of the results
@@ -145,7 +146,11 @@ class RunRecorder:
         if report.when == "call" and report.passed and case["outcome"] == UNFINISHED:
             case["outcome"] = "passed"
         elif hasattr(report, "wasxfail") and report.skipped:  # an expected failure: a recorded engine finding
-            case["outcome"], case["message"] = "xfailed", str(report.wasxfail)
+            # the failure itself is the evidence: its message (its records came with the report); `known` says why
+            failure = report.longreprtext if not isinstance(report.longrepr, tuple) else ""
+            failure = XDIST_WORKER_LINE.sub("", failure, count=1)
+            case["outcome"] = "xfailed"
+            case["message"] = f"expected failure: {report.wasxfail}\n{failure}"[-MESSAGE_LIMIT:].rstrip()
         elif report.skipped and case["outcome"] in (UNFINISHED, "passed"):
             reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
             case["outcome"], case["message"] = "skipped", reason.removeprefix("Skipped: ")
@@ -177,11 +182,13 @@ class RunRecorder:
     def results(self, status: str, exit_status: int | None) -> Results:
         acceptance = next((c["acceptance"] for c in self.cases.values() if c.get("acceptance")), None)
         finished = None if status == "running" else datetime.now(UTC).isoformat(timespec="seconds")
+        cases = self.finished_cases()
         return Results(
             schema=SCHEMA,
             run=RunHeader(**self.header, finished=finished, status=status, exit_status=exit_status),
-            cases=self.finished_cases(),
+            cases=cases,
             groups=[GroupRecord(**group, minimal=self.minimal.get(group["group"])) for group in self.failure_groups()],
+            known=known_groups(cases),
             acceptance=acceptance,
             mutants=None,
         )
@@ -219,11 +226,10 @@ def pytest_run_header(config: pytest.Config, seed: int, dtype: str, model: Path,
     workers = int(getattr(config.option, "numprocesses", 0) or 0)
     decoder, device = config.getoption("--decoder"), config.getoption("--device")
     header = run_header(run_id, decoder, model, device, dtype, seed, command, workers)
-    from harness.subjects.engines.supported import engine_of_decoder
-
     engine = engine_of_decoder(decoder)
     if engine is not None:  # an out-of-process engine: which build of it ran
         flavour = "cuda" if str(device).startswith("cuda") else "cpu"
         version = engine.environment.installed_version(flavour) or "not installed"
         header["engine"] = f"{engine.environment.name} {version} ({flavour})"
+        header["engine_fixes"] = list(config.stash[ENGINE_FIXES])  # [] : the engine as shipped
     return header

@@ -6,13 +6,21 @@ from __future__ import annotations
 
 import os
 import random
+import signal
+import threading
 
 import pytest
 from hypothesis import settings
 
 from harness.contract.budget import BUDGETS
+from harness.contract.errors import HarnessError
 from harness.contract.paths import resolve_model_path
-from harness.plugin.options import MARKERS
+from harness.plugin.known import ENGINE_FIXES
+from harness.plugin.options import MARKERS, resolved_dtype
+from harness.subjects.door import check_run_options, check_seed
+from harness.subjects.engines.supported import engine_fixes
+
+USAGE_ERROR = 2  # the exit status of options that cannot work, as `mtp-harness run` and argparse give it
 
 SEED_CACHE_KEY = "mtp_harness/seed"
 
@@ -28,11 +36,24 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ.setdefault("MKL_NUM_THREADS", "1")
     for name, description in MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {description}")
-    config.stash[SEED] = _session_seed(config)
+    controller = getattr(config, "workerinput", None) is None and not config.getoption("help", False)
+    try:
+        if controller:  # bad input stops here, as one line, before any test runs (harness/subjects/door.py)
+            check_run_options(
+                config.getoption("--decoder"),
+                config.getoption("--model"),
+                str(config.getoption("--device")),
+                config.getoption("--dtype"),
+            )
+        config.stash[SEED] = _session_seed(config)
+        config.stash[ENGINE_FIXES] = engine_fixes(config.getoption("--decoder"), config.getoption("--engine-fixes"))
+    except HarnessError as error:
+        pytest.exit(f"mtp-harness: {error}", returncode=USAGE_ERROR)
     budget = BUDGETS[config.getoption("--harness-budget")]
     settings.load_profile(os.environ.get("MTP_HARNESS_HYPOTHESIS_PROFILE", budget.hypothesis_profile))
     report = config.getoption("--harness-report")
     if report and getattr(config, "workerinput", None) is None:
+        stop_on_sigterm()
         from harness.plugin.recorder import RunRecorder, pytest_run_header, run_directory
 
         run_dir = run_directory(report)
@@ -55,13 +76,11 @@ def _session_seed(config: pytest.Config) -> int:
         cache = getattr(config, "cache", None)  # absent with -p no:cacheprovider
         cached = cache.get(SEED_CACHE_KEY, None) if cache is not None else None
         if cached is None:
-            raise pytest.UsageError("--harness-seed=last: no previous seed recorded in the pytest cache")
+            raise HarnessError("--harness-seed last: no previous seed recorded in the pytest cache")
         seed = int(cached)
     else:
-        try:
-            seed = int(value)
-        except ValueError:
-            raise pytest.UsageError(f"--harness-seed must be an integer, 'random' or 'last', got {value!r}") from None
+        check_seed(value)  # an integer, or a usage error naming the option
+        seed = int(value)
     if getattr(config, "cache", None) is not None:
         config.cache.set(SEED_CACHE_KEY, seed)
     return seed
@@ -81,21 +100,12 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     ]
 
 
-def resolved_dtype(config: pytest.Config) -> str:
-    """--dtype, else the decoder's own default for the device (vLLM: float32 on CPU), else float64 on CPU and
-    bf16 on CUDA."""
-    from harness.models.loading import parse_dtype
+def stop_on_sigterm() -> None:
+    """SIGTERM (a CI runner's timeout, `kill`) stops the run as Ctrl-C does: pytest then ends the session
+    (pytest-xdist its workers) and the recorder writes the cases that finished, marked interrupted."""
 
-    dtype = config.getoption("--dtype")
-    device = str(config.getoption("--device"))
-    if dtype is None:
-        from harness.contract.errors import HarnessError
-        from harness.subjects.registry import default_dtype
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
 
-        try:
-            dtype = default_dtype(config.getoption("--decoder"), device)
-        except HarnessError:
-            dtype = None  # an unknown decoder is reported, with its near matches, when the decoder is built
-    if dtype is not None:
-        return str(parse_dtype(dtype)).removeprefix("torch.")
-    return "bfloat16" if device.startswith("cuda") else "float64"
+    if threading.current_thread() is threading.main_thread():  # signals are for the main thread only
+        signal.signal(signal.SIGTERM, interrupt)

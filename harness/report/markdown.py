@@ -2,7 +2,7 @@
 counted per suite, the mutation table and the efficiency table. Each table is headed by where its figures come
 from (the date, the commit and the command of the runs), so a figure in the docs is pasted, never retyped.
 
-    mtp-harness summarize reports/<run-id> [reports/<run-id> ...]
+    mtp-harness summarize reports/<run-id> [reports/<run-id> ...]   (or a --report-dir: its latest run)
 """
 
 from __future__ import annotations
@@ -13,13 +13,18 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from harness.contract.records import Results
+from harness.report.coverage import greedy_coverage
 
 COUNTED = ("passed", "failed", "error", "skipped", "xfailed", "near-tie")
 
 
 def load_results(path: Path) -> Results:
-    """A run directory (its results.json) or a results.json file."""
+    """A results.json file, a run directory (its results.json), or a --report-dir (its latest run: run ids
+    start with the time they started)."""
     file = path / "results.json" if path.is_dir() else path
+    if path.is_dir() and not file.exists():
+        runs = sorted(run / "results.json" for run in path.iterdir() if (run / "results.json").is_file())
+        file = runs[-1] if runs else file
     return json.loads(file.read_text())
 
 
@@ -43,19 +48,45 @@ def table(header: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
     return "\n".join(lines)
 
 
+JUDGED = ("passed", "failed", "error", "near-tie")  # executed, and not an expected failure of a known finding
+
+
 def counts_table(runs: Sequence[Results]) -> str:
-    """Cases per decoder, model and suite, by outcome."""
+    """Cases per decoder, model and suite, by outcome; `judged` counts the cases executed and not xfailed."""
     rows = []
     for results in runs:
         run = results["run"]
         by_suite: dict[str, Counter] = {}
         for case in results["cases"]:
             by_suite.setdefault(case["suite"], Counter())[case["outcome"]] += 1
+        engine = run.get("engine", "")
+        if run.get("engine_fixes"):  # the slugs are in the provenance line's command (--engine-fixes)
+            engine += f", beneath {len(run['engine_fixes'])} findings' fixes"
+        elif "engine_fixes" in run:
+            engine += ", as shipped"
         for suite, counts in sorted(by_suite.items()):
             model = Path(str(run["model"])).name
-            row = [run["decoder"], model, run.get("engine", ""), suite, sum(counts.values())]
+            row = [run["decoder"], model, engine, suite, sum(counts.values()), sum(counts[o] for o in JUDGED)]
             rows.append(row + [counts.get(outcome, 0) for outcome in COUNTED])
-    return table(["decoder", "model", "engine", "suite", "cases", *COUNTED], rows)
+    return table(["decoder", "model", "engine", "suite", "cases", "judged", *COUNTED], rows)
+
+
+def coverage_table(runs: Sequence[Results]) -> str | None:
+    """Per run with greedy checks: the output positions compared with target-only greedy decoding."""
+    rows = []
+    for results in runs:
+        coverage = greedy_coverage(results["cases"])
+        if coverage is None:
+            continue
+        run = results["run"]
+        share = "" if coverage.share is None else f"{coverage.share:.1%}"
+        model = Path(str(run["model"])).name
+        row = [run["decoder"], model, run.get("dtype", ""), coverage.cases, coverage.positions, coverage.checked]
+        rows.append([*row, share, coverage.near_ties])
+    if not rows:
+        return None
+    header = ["decoder", "model", "dtype", "greedy checks", "output positions", "checked", "share", "near-ties"]
+    return table(header, rows)
 
 
 def mutants_table(results: Results) -> str | None:
@@ -122,6 +153,9 @@ def summary(paths: Sequence[Path]) -> str:
     """The markdown block for docs/measurements/: provenance, counts, and the mutation tables when present."""
     runs = [load_results(path) for path in paths]
     parts = [provenance(runs), counts_table(runs)]
+    coverage = coverage_table(runs)
+    if coverage:
+        parts.append(coverage)
     for results in runs:
         parts += [part for part in (mutants_table(results), efficiency_table(results)) if part]
     return "\n\n".join(parts) + "\n"

@@ -8,6 +8,7 @@ own labels) are marked safe.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import tempfile
@@ -21,8 +22,17 @@ import pandas as pd
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
-from harness.contract.records import SCHEMA, AcceptanceRecord, CaseRecord, GroupRecord, Results, TokenRecord
+from harness.contract.records import (
+    SCHEMA,
+    AcceptanceRecord,
+    CaseRecord,
+    GroupRecord,
+    KnownGroupRecord,
+    Results,
+    TokenRecord,
+)
 from harness.report import charts
+from harness.report.coverage import greedy_coverage
 from harness.report.timeline import timeline_svg
 
 OUTCOMES = ("passed", "failed", "error", "skipped", "xfailed", "near-tie")
@@ -139,14 +149,23 @@ def _page(results: Results) -> dict[str, Any]:
         "totals": Counter(case["outcome"] for case in cases),
         "failures": [case for case in cases if case["outcome"] in FAILING],
         "groups": [_group_view(group) for group in results["groups"]],
+        "known": _known_section(results.get("known") or [], cases),
         "divergences": [_divergence_view(case) for case in cases if case.get("divergence")],
+        "coverage": _greedy_coverage(cases),
         "sampling": _sampling_section(cases),
         "invariants": _invariants_section(cases),
         "acceptance": _acceptance_section(results.get("acceptance")),
         "mutants": _mutants_section(results.get("mutants")),
+        "false_alarms": results.get("false_alarms"),
         "all_cases": _all_cases_table(cases),
         "outcomes": OUTCOMES,
     }
+
+
+def _known_section(known: list[KnownGroupRecord], cases: list[dict]) -> list[dict[str, Any]]:
+    """Each finding's expected failures with their evidence (message, records), in the run's case order."""
+    by_id = {case["nodeid"]: case for case in cases}
+    return [{**group, "members": [by_id[nodeid] for nodeid in group["cases"] if nodeid in by_id]} for group in known]
 
 
 def _group_view(group: GroupRecord) -> dict[str, Any]:
@@ -235,6 +254,15 @@ def _all_cases_table(cases: list[dict]) -> Markup | None:
 # ---- greedy divergences -----------------------------------------------------------------------------------
 
 
+def _greedy_coverage(cases: list[CaseRecord]) -> dict[str, Any] | None:
+    """The report's coverage line: how many output positions the greedy checks compared with a reference."""
+    coverage = greedy_coverage(cases)
+    if coverage is None:
+        return None
+    share = MISSING if coverage.share is None else f"{coverage.share:.1%}"
+    return {**dataclasses.asdict(coverage), "share": share}
+
+
 def _divergence_view(case: CaseRecord) -> dict[str, Any]:
     divergence = case["divergence"]
     index = divergence["index"]
@@ -244,6 +272,7 @@ def _divergence_view(case: CaseRecord) -> dict[str, Any]:
         "d": divergence,
         "classification": "numerical near-tie" if divergence["near_tie"] else "DIVERGENCE",
         "margin": _g(divergence["margin"]),
+        "gap": _g(divergence.get("token_gap")),
         "token_window": _token_window(divergence["reference_tokens"], divergence["actual_tokens"], index),
         "context": visible(divergence["context_text"]),
         "expected": visible(divergence["expected_text"]),

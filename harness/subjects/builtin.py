@@ -3,6 +3,8 @@ registry (registration flows one way: registry -> built-ins, registry -> mutants
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 
 from harness.contract.decoder import Decoder
@@ -29,12 +31,14 @@ def transformers_assisted(bundle: ModelBundle, device: torch.device, dtype: torc
     return TransformersAssistedDecoder(bundle)
 
 
-def vllm_mtp(bundle: ModelBundle, device: torch.device, dtype: torch.dtype) -> Decoder:
-    return VLLMDecoder(bundle, speculative=True)
+def vllm_mtp(
+    bundle: ModelBundle, device: torch.device, dtype: torch.dtype, engine_fixes: Sequence[str] = ()
+) -> Decoder:
+    return VLLMDecoder(bundle, speculative=True, engine_fixes=engine_fixes)
 
 
-def vllm(bundle: ModelBundle, device: torch.device, dtype: torch.dtype) -> Decoder:
-    return VLLMDecoder(bundle, speculative=False)
+def vllm(bundle: ModelBundle, device: torch.device, dtype: torch.dtype, engine_fixes: Sequence[str] = ()) -> Decoder:
+    return VLLMDecoder(bundle, speculative=False, engine_fixes=engine_fixes)
 
 
 # vLLM has no float64 path: runs without --dtype use float32 on CPU (bf16 on CUDA, as for every decoder)

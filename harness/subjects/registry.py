@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from importlib.metadata import entry_points
 
 import torch
@@ -55,11 +55,15 @@ def known_decoders() -> list[str]:
     return sorted(names | {entry.name for entry in entry_points(group=ENTRY_POINT_GROUP)})
 
 
-def make_decoder(name: str, bundle: ModelBundle) -> Decoder:
-    """Build the decoder called `name` for `bundle`; errors name the decoder and list the known ones."""
-    factory = _find_factory(name)
+def make_decoder(name: str, bundle: ModelBundle, engine_fixes: Sequence[str] = ()) -> Decoder:
+    """Build the decoder called `name` for `bundle`; errors name the decoder and list the known ones.
+    engine_fixes: the findings whose documented fix an engine subject runs with (its factory takes them)."""
+    factory = find_factory(name)
     try:
-        decoder = factory(bundle, bundle.device, bundle.dtype)
+        if engine_fixes:
+            decoder = factory(bundle, bundle.device, bundle.dtype, engine_fixes=tuple(engine_fixes))
+        else:
+            decoder = factory(bundle, bundle.device, bundle.dtype)
     except HarnessError:
         raise
     except Exception as error:
@@ -73,11 +77,12 @@ def make_decoder(name: str, bundle: ModelBundle) -> Decoder:
 
 def default_dtype(name: str, device: str) -> str | None:
     """The dtype decoder `name` asks for on `device` ('cpu', 'cuda:0', ...) when none is given, if it says."""
-    wanted = getattr(_find_factory(name), "default_dtypes", None) or {}
+    wanted = getattr(find_factory(name), "default_dtypes", None) or {}
     return wanted.get(device.split(":")[0])
 
 
-def _find_factory(name: str) -> DecoderFactory:
+def find_factory(name: str) -> DecoderFactory:
+    """The factory behind a decoder name; UnknownDecoder (with near matches) when there is none."""
     from harness.subjects.builtin import BUILTIN_DECODERS
     from harness.subjects.mutants import MUTANT_PREFIX, MUTANTS, mutant_decoder
 

@@ -16,10 +16,18 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
-from harness.contract.records import CaseRecord, DivergenceRecord, GroupRecord, RunHeader, SamplingRecord
+from harness.contract.records import (
+    CaseRecord,
+    DivergenceRecord,
+    GroupRecord,
+    KnownGroupRecord,
+    RunHeader,
+    SamplingRecord,
+)
 
 FAILING = ("failed", "error")
 NUMBER = re.compile(r"-?\d+(\.\d+)?(e-?\d+)?")
@@ -205,3 +213,26 @@ def failure_groups(cases: Iterable[CaseRecord], run: RunHeader) -> list[GroupRec
             }
         )
     return result
+
+
+def known_groups(cases: Iterable[CaseRecord]) -> list[KnownGroupRecord]:
+    """The run's expected failures grouped under the findings that explained them ("known: <slug>"): per finding,
+    how many cases, which, and how they failed, in the words of failure groups' causes (largest first)."""
+    members: dict[str, list[CaseRecord]] = {}
+    for case in cases:
+        known = case.get("known")
+        if case["outcome"] == "xfailed" and known:
+            for slug in known["findings"]:
+                members.setdefault(slug, []).append(case)
+    groups = []
+    for slug, found in sorted(members.items(), key=lambda item: (-len(item[1]), item[0])):
+        causes = Counter(describe(signature(case)) for case in found)
+        groups.append(
+            KnownGroupRecord(
+                finding=slug,
+                count=len(found),
+                causes=[{"cause": cause, "count": count} for cause, count in causes.most_common()],
+                cases=sorted(case["nodeid"] for case in found),
+            )
+        )
+    return groups

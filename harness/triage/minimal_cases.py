@@ -14,7 +14,7 @@ import torch
 from harness.checks.divergence import first_divergence
 from harness.checks.invariants import Violation, decode_inspected
 from harness.contract.decoder import Decoder, DecodeRequest, DecodeResult, SamplingConfig
-from harness.contract.records import CaseRecord, GroupRecord, StepRecord
+from harness.contract.records import CaseRecord, GroupRecord, step_records
 from harness.decoding.target_decoder import TargetOnlyDecoder
 from harness.models.loading import ModelBundle
 from harness.models.teacher_forcing import target_forward
@@ -33,13 +33,6 @@ def case_request(case: RequestCase, forced: dict[int, int]) -> DecodeRequest:
         eos_token_ids=case.eos_token_ids,
         forced_drafts={**dict(case.fixed_drafts), **forced},
     )
-
-
-def passes_record(result: DecodeResult) -> list[StepRecord]:
-    return [
-        {"start": s.start, "drafts": list(s.drafts), "accepted": s.accepted, "emitted": list(s.emitted)}
-        for s in result.steps
-    ]
 
 
 class Oracle(Protocol):
@@ -101,7 +94,7 @@ class GreedyOracle:
             "reference_tokens": [{"id": t, "text": decode([t])} for t in reference],
             "actual_tokens": [{"id": t, "text": decode([t])} for t in result.token_ids],
             "divergence_index": first_divergence(reference, result.token_ids),
-            "passes": passes_record(result),
+            "passes": step_records(result.steps),
         }
         engine_config = getattr(self.decoder, "engine_config", None)  # an engine subject: its reproducer needs it
         if engine_config is not None:
@@ -142,7 +135,7 @@ class InvariantOracle:
             "divergence_index": None,
             "violation": violations[0].describe() if violations else None,
             "violations": len(violations),
-            "passes": passes_record(result),
+            "passes": step_records(result.steps),
         }
 
 

@@ -69,8 +69,10 @@ GREEDY_CHECK = """    eos = REQUEST.eos_token_ids
     index = first_divergence(expected.token_ids, actual.token_ids)
     if index is None:
         print("same tokens: the case passes on this decoder")
+        print("not reproduced")
         return 0
     print(f"first divergence at generated index {{index}}")
+    print("BUG REPRODUCED")
     return 1
 """
 
@@ -82,10 +84,12 @@ INVARIANTS_CHECK = """    if not hasattr(decoder, "observer"):
     print_passes(result)
     if not violations:
         print(f"every one of {{len(snapshots)}} passes is clean: the case passes on this decoder")
+        print("not reproduced")
         return 0
     print(f"{{len(violations)}} invariant violations over {{len(snapshots)}} passes:")
     for violation in violations[:8]:
         print("  " + violation.describe())
+    print("BUG REPRODUCED")
     return 1
 """
 

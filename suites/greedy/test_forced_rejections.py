@@ -5,29 +5,39 @@ the reference, and its verification passes must show each forced rejection where
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import given, seed
 from hypothesis import strategies as st
 
+from harness.checks.batches import MIXED, SEPARATED, own_batch
 from harness.checks.schedules import SCHEDULES, expected_steps, forced_drafts, scheduled_rejections
 from harness.contract.decoder import drafts_from
+from harness.contract.seeds import DEFAULT_SEED
 
 pytestmark = pytest.mark.greedy
 
 K_VALUES = [1, 2, 3, 4]
 
 
-def check_forced_passes(reference, result, k, rejections, first=0, room=None, near_tie=None):
-    """Each pass starts where the schedule says, and rejects exactly at the forced position (a decoder that
+def forced_rejections(request, tokens):
+    """The output positions whose forced draft is not the token the output holds there: the drafts a correct
+    decoder rejects. Without a near-tie they are the schedule's own; after one, the output follows the reference
+    continued from the decoder's prefix (check_tokens), and the same forced drafts are judged against it."""
+    return {p for p, token in request.forced_drafts.items() if p < len(tokens) and token != tokens[p]}
+
+
+def check_forced_passes(reference, result, request, k, first=0, room=None):
+    """Each pass starts where the forced drafts say, and rejects exactly at the forced position (a decoder that
     drafts from position `first` on makes single-token passes without drafts before it). `room`: output
     positions the request can reach (before the context end or max_new_tokens); a pass whose k drafts and
     bonus token would reach it may draft fewer (drafts past the end are wasted, as transformers' draft model
-    knows), so a forced position there may go unproposed. `near_tie`: a bf16/fp16 near-tie divergence
-    (check_tokens); only the passes that end before it are checked."""
-    expected = expected_steps(len(reference.tokens), k, rejections, first)
+    knows), so a forced position there may go unproposed."""
+    rejections = forced_rejections(request, result.token_ids)
+    expected = expected_steps(len(result.token_ids), k, rejections, first)
     steps = list(result.steps)
-    if near_tie is not None:
-        expected = [e for e in expected if e.start + e.emitted <= near_tie.index]
-        steps = [s for s in steps if s.start + len(s.emitted) <= near_tie.index]
+    forced_to = max(request.forced_drafts, default=-1) + 1
+    if len(result.token_ids) > forced_to:  # after a near-tie the output can outrun the forced drafts: not predicted
+        expected = [e for e in expected if e.start + e.emitted <= forced_to]
+        steps = [s for s in steps if s.start + len(s.emitted) <= forced_to]
     actual = [(s.start, len(s.emitted)) for s in steps]
     assert actual == [(e.start, e.emitted) for e in expected], (
         f"prompt {reference.prompt.id}, k={k}, rejections at {sorted(rejections)}: passes (start, emitted) "
@@ -44,7 +54,7 @@ def check_forced_passes(reference, result, k, rejections, first=0, room=None, ne
                 f"{plan.rejected_at} (index {index}) was never proposed"
             )
             continue
-        assert step.drafts[index] == reference.runner_up[plan.rejected_at], (
+        assert step.drafts[index] == request.forced_drafts[plan.rejected_at], (
             f"pass at {step.start}: draft {index} is {step.drafts[index]}, not the forced token"
         )
         assert step.accepted == index, (
@@ -58,26 +68,36 @@ def context_room(bundle, reference):
     return min(bundle.max_context - len(reference.prompt_ids), reference.prompt.max_new_tokens)
 
 
-def run_forced(decoder, bundle, reference, check_tokens, k, rejections):
+def run_forced(decoder, bundle, reference, check_tokens, passes_on_failure, k, rejections):
     request = reference.request(
         num_draft_tokens=k, forced_drafts=forced_drafts(reference.tokens, reference.runner_up, rejections)
     )
     [result] = decoder.decode([request])
-    near_tie = check_tokens(reference, result, request=request)
+    check_schedule(decoder, bundle, reference, check_tokens, passes_on_failure, request, result, k)
+
+
+def check_schedule(decoder, bundle, reference, check_tokens, passes_on_failure, request, result, k):
+    """The reference's tokens, then the passes the forced drafts imply (recorded if they break)."""
+    check_tokens(reference, result, request=request)
     room = context_room(bundle, reference)
-    check_forced_passes(reference, result, k, set(rejections), drafts_from(decoder), room, near_tie)
+    first = drafts_from(decoder)
+    rejections = forced_rejections(request, result.token_ids)
+    expected = [(e.start, e.emitted) for e in expected_steps(len(result.token_ids), k, rejections, first)]
+    with passes_on_failure(reference, request, result, expected=expected):
+        check_forced_passes(reference, result, request, k, first, room)
 
 
 @pytest.fixture(scope="session")
-def forced_batches(decoder, greedy_references):
-    """decode(k, schedule) -> {prompt id: (result, rejections)}: every prompt with that schedule, decoded as
-    one mixed batch, once per session (batch == alone is the identity suite's business); a decoder error is
-    re-raised for every case of the batch."""
+def forced_batches(decoder, greedy_batch):
+    """decode(k, schedule, batch) -> {prompt id: (result, rejections)}: the prompts of `batch`
+    (harness/checks/batches.py) with that schedule, decoded as one batch, once per session (batch == alone is
+    the identity suite's business); a decoder error is re-raised for every case of the batch."""
     cache = {}
 
-    def decode(k, schedule):
-        if (k, schedule) not in cache:
-            references = list(greedy_references.values())
+    def decode(k, schedule, batch):
+        key = (k, schedule, batch)
+        if key not in cache:
+            references = greedy_batch(batch, k)
             first = drafts_from(decoder)
             rejections = [scheduled_rejections(schedule, len(r.tokens), k, first) for r in references]
             requests = [
@@ -87,37 +107,40 @@ def forced_batches(decoder, greedy_references):
             try:
                 results = decoder.decode(requests)
             except Exception as error:  # reported on every case of the batch
-                cache[(k, schedule)] = error
+                cache[key] = error
             else:
-                cache[(k, schedule)] = {
+                cache[key] = {
                     r.prompt.id: (result, rejected)
                     for r, result, rejected in zip(references, results, rejections, strict=True)
                 }
-        if isinstance(cache[(k, schedule)], Exception):
-            raise cache[(k, schedule)]
-        return cache[(k, schedule)]
+        if isinstance(cache[key], Exception):
+            raise cache[key]
+        return cache[key]
 
     return decode
 
 
+@pytest.mark.parametrize("batch", [MIXED, SEPARATED])
 @pytest.mark.parametrize("schedule", SCHEDULES)
 @pytest.mark.parametrize("k", K_VALUES, ids=[f"k{k}" for k in K_VALUES])
 def test_forced_rejections_keep_the_reference(
-    decoder, bundle, reference, forced_batches, check_tokens, require, schedule, k
+    decoder, bundle, reference, forced_batches, check_tokens, passes_on_failure, require, schedule, k, batch
 ):
+    """Every prompt with the schedule, in the mixed batch and in its own batch (clear of the context end, or
+    at it): harness/checks/batches.py."""
     require("forced_drafts", "steps", num_draft_tokens=k)
-    result, rejections = forced_batches(k, schedule)[reference.prompt.id]
+    if batch == SEPARATED:
+        batch = own_batch(len(reference.prompt_ids), reference.prompt.max_new_tokens, k, bundle.max_context)
+    result, rejections = forced_batches(k, schedule, batch)[reference.prompt.id]
     request = reference.request(
         num_draft_tokens=k, forced_drafts=forced_drafts(reference.tokens, reference.runner_up, rejections)
     )
-    near_tie = check_tokens(reference, result, request=request)
-    room = context_room(bundle, reference)
-    check_forced_passes(reference, result, k, set(rejections), drafts_from(decoder), room, near_tie)
+    check_schedule(decoder, bundle, reference, check_tokens, passes_on_failure, request, result, k)
 
 
 @pytest.mark.parametrize("k", K_VALUES, ids=[f"k{k}" for k in K_VALUES])
 def test_rejections_at_random_positions_keep_the_reference(
-    decoder, bundle, greedy_references, check_tokens, require, k
+    decoder, bundle, greedy_references, check_tokens, passes_on_failure, require, harness_seed, test_seed, k
 ):
     require("forced_drafts", "steps", num_draft_tokens=k)
     references = list(greedy_references.values())
@@ -127,6 +150,8 @@ def test_rejections_at_random_positions_keep_the_reference(
         reference = references[index]
         first = drafts_from(decoder)
         rejections = data.draw(st.sets(st.integers(first, len(reference.tokens) - 1)), label="rejections")
-        run_forced(decoder, bundle, reference, check_tokens, k, rejections)
+        run_forced(decoder, bundle, reference, check_tokens, passes_on_failure, k, rejections)
 
+    if harness_seed != DEFAULT_SEED:  # the default session seed keeps the derandomized draws it always made
+        case = seed(test_seed)(case)
     case()

@@ -6,7 +6,7 @@ import pytest
 
 from harness.checks.invariants import Violation, decode_inspected
 from harness.contract.decoder import DecodeRequest, PassSnapshot
-from harness.contract.records import InvariantsRecord, RequestRecord, ViolationRecord, attach_record
+from harness.contract.records import InvariantsRecord, ViolationRecord, attach_record, request_record
 
 INVARIANT_PROMPTS = ["natural-01", "natural-05", "code-03", "repetitive-02", "soup-02", "eos-01", "long-01", "code-06"]
 
@@ -52,22 +52,6 @@ def assert_clean(record_property, inspect):
 
 
 MAX_RECORDED = 200
-
-
-def request_record(request: DecodeRequest) -> RequestRecord:
-    """A request as plain data (harness/triage/shrink.py RequestCase.from_request reads it back)."""
-    return {
-        "prompt_ids": list(request.prompt_ids),
-        "max_new_tokens": request.max_new_tokens,
-        "num_draft_tokens": request.num_draft_tokens,
-        "eos_token_ids": list(request.eos_token_ids),
-        "forced_drafts": {str(p): t for p, t in request.forced_drafts.items()},
-        "temperature": request.sampling.temperature,
-        "top_k": request.sampling.top_k,
-        "top_p": request.sampling.top_p,
-        "seed": request.seed,
-        "draft_mode": request.draft_mode,
-    }
 
 
 def violation_record(violation: Violation) -> ViolationRecord:

@@ -11,19 +11,56 @@ import json
 import pytest
 
 from harness.contract.decoder import DecodeRequest, drafter
+from harness.contract.records import (
+    ConformanceMismatchRecord,
+    ConformanceRecord,
+    ConformanceRequestRecord,
+    attach_record,
+    step_records,
+)
 from harness.decoding.mtp_decoder import MTPDecoder
 
 pytestmark = pytest.mark.invariants
 
 
 def proposed_drafts(requests, results):
-    """(committed ids, drafts) of every pass that drafted, from the verification steps."""
+    """(committed ids, drafts, request index, pass start) of every pass that drafted, from the verification
+    steps."""
     passes = []
-    for request, result in zip(requests, results, strict=True):
+    for index, (request, result) in enumerate(zip(requests, results, strict=True)):
         for step in result.steps:
             if step.drafts:
-                passes.append((request.prompt_ids + result.token_ids[: step.start], step.drafts))
+                passes.append((request.prompt_ids + result.token_ids[: step.start], step.drafts, index, step.start))
     return passes
+
+
+def conformance_record(k, prompts, requests, results, passes, expected) -> ConformanceRecord:
+    """The passes whose drafts the committed prefix does not give, with their requests (what a finding's
+    signature reads)."""
+    mismatched = [
+        (index, start, drafts, ours)
+        for (_, drafts, index, start), ours in zip(passes, expected, strict=True)
+        if drafts != ours
+    ]
+    involved = sorted({index for index, *_ in mismatched})
+    position = {index: i for i, index in enumerate(involved)}
+    return ConformanceRecord(
+        num_draft_tokens=k,
+        passes=len(passes),
+        mismatches=[
+            ConformanceMismatchRecord(request=position[index], start=start, drafts=list(drafts), expected=list(ours))
+            for index, start, drafts, ours in mismatched
+        ],
+        requests=[
+            ConformanceRequestRecord(
+                prompt_id=prompts[index].id,
+                prompt_ids=list(requests[index].prompt_ids),
+                token_ids=list(results[index].token_ids),
+                steps=step_records(results[index].steps),
+            )
+            for index in involved
+        ],
+    )
 
 
 def harness_drafts(bundle, passes, chunk=32):
@@ -71,15 +108,21 @@ def test_greedy_drafts_equal_the_harness_proposers(decoder, bundle, prompts, req
     results = decoder.decode(requests)
     passes = proposed_drafts(requests, results)
     assert passes, "no drafts were proposed"
-    expected = harness_drafts(bundle, passes)
+    expected = harness_drafts(bundle, [(prefix, drafts) for prefix, drafts, *_ in passes])
     finals = {r.prompt_ids: r.prompt_ids + res.token_ids for r, res in zip(requests, results, strict=True)}
-    continuation = [next(full for p, full in finals.items() if prefix[: len(p)] == p) for prefix, _ in passes]
-    subject = acceptance_per_depth(passes, continuation)
-    reference = acceptance_per_depth(list(zip([p for p, _ in passes], expected, strict=True)), continuation)
+    continuation = [next(full for p, full in finals.items() if prefix[: len(p)] == p) for prefix, *_ in passes]
+    subject = acceptance_per_depth([(prefix, drafts) for prefix, drafts, *_ in passes], continuation)
+    reference = acceptance_per_depth(list(zip([p for p, *_ in passes], expected, strict=True)), continuation)
     record_property("acceptance_per_depth", json.dumps({"decoder": subject, "harness proposer": reference}))
     mismatched = [
-        (len(prefix), drafts, ours) for (prefix, drafts), ours in zip(passes, expected, strict=True) if drafts != ours
+        (len(prefix), drafts, ours)
+        for (prefix, drafts, *_), ours in zip(passes, expected, strict=True)
+        if drafts != ours
     ]
+    if mismatched:
+        attach_record(
+            record_property, "conformance", conformance_record(k, prompts, requests, results, passes, expected)
+        )
     assert not mismatched, (
         f"{len(mismatched)} of {len(passes)} passes proposed drafts the committed prefix does not give; first: at "
         f"committed length {mismatched[0][0]} drafts {mismatched[0][1]}, expected {mismatched[0][2]}. Acceptance per "

@@ -5,14 +5,18 @@ from __future__ import annotations
 
 import pytest
 
-from harness.contract.decoder import DecodeRequest, SamplingConfig
+from harness.contract.decoder import DecodeRequest, DecodeResult, SamplingConfig
+from harness.contract.records import IsolationRecord, attach_record, request_record
+from harness.contract.seeds import session_shifted
 
 pytestmark = pytest.mark.invariants
 
 
 @pytest.mark.parametrize("draft_mode", ["greedy", "sample"])
 @pytest.mark.parametrize("k", [1, 2, 3, 4], ids=lambda k: f"k{k}")
-def test_a_sampled_request_is_independent_of_its_batch(decoder, bundle, invariant_prompts, require, k, draft_mode):
+def test_a_sampled_request_is_independent_of_its_batch(
+    decoder, bundle, invariant_prompts, require, record_property, harness_seed, k, draft_mode
+):
     require(num_draft_tokens=k, draft_mode=draft_mode)
     sampling = SamplingConfig(temperature=1.0, top_p=0.95)
     requests = [
@@ -20,7 +24,7 @@ def test_a_sampled_request_is_independent_of_its_batch(decoder, bundle, invarian
             tuple(p.encode(bundle.tokenizer)),
             16,
             sampling=sampling,
-            seed=p.seed,
+            seed=session_shifted(p.seed, harness_seed),
             num_draft_tokens=k,
             draft_mode=draft_mode,
             eos_token_ids=bundle.eos_token_ids,
@@ -31,8 +35,21 @@ def test_a_sampled_request_is_independent_of_its_batch(decoder, bundle, invarian
     half = decoder.decode(requests[::2])
     for index, request in enumerate(requests[:4]):
         [alone] = decoder.decode([request])
+        if alone != together[index]:
+            record_isolation(record_property, request, alone, together[index])
         assert alone == together[index], (
             f"request {index} alone: {alone.token_ids}, in the batch: {together[index].token_ids}"
         )
+    for index, (request, result) in enumerate(zip(requests[::2], half, strict=True)):
+        if result != together[2 * index]:
+            record_isolation(record_property, request, result, together[2 * index])
     assert half == together[::2], "results changed when half of the batch left"
     assert len({r.token_ids for r in together}) > 1
+
+
+def record_isolation(record_property, request: DecodeRequest, alone: DecodeResult, in_batch: DecodeResult) -> None:
+    """The request whose output changed with its batch, both outputs (what a finding's signature reads)."""
+    record = IsolationRecord(
+        request=request_record(request), alone=list(alone.token_ids), in_batch=list(in_batch.token_ids)
+    )
+    attach_record(record_property, "isolation", record)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from harness.contract.decoder import DecodeRequest, SamplingConfig
+from harness.contract.seeds import session_shifted
 
 pytestmark = pytest.mark.invariants
 
@@ -25,7 +26,7 @@ def served_scenario(scenario: str) -> dict[str, object]:
     return {} if settings["sampling"].is_greedy else {"draft_mode": settings["draft_mode"]}
 
 
-def _requests(bundle, prompts, k, scenario, forced_every=None):
+def _requests(bundle, prompts, k, scenario, session_seed, forced_every=None):
     requests = []
     for index, prompt in enumerate(prompts):
         forced = {}
@@ -36,7 +37,7 @@ def _requests(bundle, prompts, k, scenario, forced_every=None):
             DecodeRequest(
                 tuple(prompt.encode(bundle.tokenizer)),
                 prompt.max_new_tokens,
-                seed=prompt.seed + index,
+                seed=session_shifted(prompt.seed + index, session_seed),
                 num_draft_tokens=k,
                 eos_token_ids=bundle.eos_token_ids,
                 forced_drafts=forced,
@@ -49,24 +50,30 @@ def _requests(bundle, prompts, k, scenario, forced_every=None):
 @pytest.mark.parametrize("scenario", SCENARIOS)
 @pytest.mark.parametrize("k", [1, 2, 3, 4], ids=lambda k: f"k{k}")
 def test_state_is_clean_after_every_pass_in_a_batch(
-    bundle, inspect, assert_clean, invariant_prompts, require, k, scenario
+    bundle, inspect, assert_clean, invariant_prompts, require, harness_seed, k, scenario
 ):
     require(num_draft_tokens=k, **served_scenario(scenario))
-    _, violations, snapshots = inspect(_requests(bundle, invariant_prompts, k, scenario))
+    _, violations, snapshots = inspect(_requests(bundle, invariant_prompts, k, scenario, harness_seed))
     assert_clean(violations, snapshots)
 
 
 @pytest.mark.parametrize("k", [2, 3], ids=lambda k: f"k{k}")
 @pytest.mark.parametrize("every", [1, 3])
-def test_state_is_clean_after_forced_rejections(bundle, inspect, assert_clean, invariant_prompts, k, every, require):
+def test_state_is_clean_after_forced_rejections(
+    bundle, inspect, assert_clean, invariant_prompts, harness_seed, k, every, require
+):
     require("forced_drafts", num_draft_tokens=k, **served_scenario("sampling-sampled-drafts"))
-    _, violations, snapshots = inspect(_requests(bundle, invariant_prompts, k, "sampling-sampled-drafts", every))
+    _, violations, snapshots = inspect(
+        _requests(bundle, invariant_prompts, k, "sampling-sampled-drafts", harness_seed, every)
+    )
     assert_clean(violations, snapshots)
 
 
 @pytest.mark.parametrize("k", [1, 4], ids=lambda k: f"k{k}")
-def test_state_is_clean_for_a_request_decoded_alone(bundle, inspect, assert_clean, invariant_prompts, require, k):
+def test_state_is_clean_for_a_request_decoded_alone(
+    bundle, inspect, assert_clean, invariant_prompts, require, harness_seed, k
+):
     require(num_draft_tokens=k)
-    for request in _requests(bundle, invariant_prompts[:3], k, "greedy"):
+    for request in _requests(bundle, invariant_prompts[:3], k, "greedy", harness_seed):
         _, violations, snapshots = inspect([request])
         assert_clean(violations, snapshots)

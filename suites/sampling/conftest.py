@@ -48,8 +48,9 @@ def serves_case(decoder, case: SamplingCase) -> bool:
 
 
 class SamplingFamily:
-    def __init__(self, config, session, decoder, bundle, prompts):
+    def __init__(self, config, session, decoder, bundle, prompts, session_seed):
         self.decoder, self.bundle = decoder, bundle
+        self.session_seed = session_seed  # moves every request's seed (harness/contract/seeds.py session_shifted)
         self.prompts = {p.id: p for p in prompts}
         budget = BUDGETS[config.getoption("--harness-budget")]
         self.tv = config.getoption("--sampling-tv") or budget.sampling_tv
@@ -86,9 +87,13 @@ class SamplingFamily:
             prompt_ids = tuple(self.prompts[case.prompt_id].encode(self.bundle.tokenizer))
             try:
                 if case.kind == "law":
-                    self.outcomes[case_id] = run_law_case(self.decoder, self.bundle, prompt_ids, case, self.n)
+                    self.outcomes[case_id] = run_law_case(
+                        self.decoder, self.bundle, prompt_ids, case, self.n, self.session_seed
+                    )
                 else:
-                    self.outcomes[case_id] = run_pit_case(self.decoder, self.bundle, prompt_ids, case, self.pit_n)
+                    self.outcomes[case_id] = run_pit_case(
+                        self.decoder, self.bundle, prompt_ids, case, self.pit_n, self.session_seed
+                    )
             except Exception as error:  # the other cases of the family still run
                 self.outcomes[case_id] = error
         if isinstance(self.outcomes[case_id], Exception):
@@ -163,8 +168,8 @@ def worst_positions(result: FamilyResult) -> tuple[int, int]:
 
 
 @pytest.fixture(scope="session")
-def sampling_family(pytestconfig, request, decoder, bundle, prompts) -> SamplingFamily:
-    return SamplingFamily(pytestconfig, request.session, decoder, bundle, prompts)
+def sampling_family(pytestconfig, request, decoder, bundle, prompts, harness_seed) -> SamplingFamily:
+    return SamplingFamily(pytestconfig, request.session, decoder, bundle, prompts, harness_seed)
 
 
 def describe(result: FamilyResult) -> str:

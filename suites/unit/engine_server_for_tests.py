@@ -4,6 +4,7 @@ misbehaves the way its configuration's "mode" asks."""
 
 import json
 import sys
+import time
 
 from harness.decoding.mtp_decoder import MTPDecoder
 from harness.models.loading import load_bundle
@@ -28,6 +29,8 @@ def main() -> None:
             break
         if mode == "exit-on-decode":
             sys.exit(4)
+        if mode == "hang-on-decode":  # an engine stuck inside a step: it never answers
+            time.sleep(3600)
         if mode == "garbage":
             print("this is not JSON", flush=True)
             continue

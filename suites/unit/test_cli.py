@@ -50,6 +50,7 @@ def test_the_nightly_job_runs_suites_then_catalogue_at_its_budget_and_merges_the
 
     command = suites_command("smoke", "mtp", "tiny-mimo", "cpu", "float32", 2, tmp_path / "run")
     assert "--harness-budget=smoke" in command and "--dtype=float32" in command
+    assert "--harness-slow" in command, "the nightly runs the slow calibration too"
     assert command[command.index("-m", 3) + 1] == "greedy or sampling or invariants or gpu"
     smoke = catalogue_arguments("smoke", "tiny-mimo", "cpu", "float32", 2, tmp_path / "cat")
     assert smoke.count("--mutant") == 4 and "--full-table" not in smoke and "--budget=smoke" in smoke
@@ -73,7 +74,9 @@ def test_the_nightly_job_runs_suites_then_catalogue_at_its_budget_and_merges_the
         "command": "c",
         "workers": 0,
     }
-    write_report({"schema": 1, "run": run, "cases": [], "groups": [], "acceptance": None, "mutants": None}, tmp_path / "run")
+    write_report(
+        {"schema": 1, "run": run, "cases": [], "groups": [], "acceptance": None, "mutants": None}, tmp_path / "run"
+    )
     table = {
         "mode": "first catch",
         "suites": ["greedy"],
@@ -84,9 +87,34 @@ def test_the_nightly_job_runs_suites_then_catalogue_at_its_budget_and_merges_the
         "elapsed_s": 1.0,
         "efficiency": None,
     }
-    write_report({"schema": 1, "run": run, "cases": [], "groups": [], "acceptance": None, "mutants": table}, tmp_path / "cat")
-    merge_catalogue(tmp_path / "run", tmp_path / "cat")
-    assert json.loads((tmp_path / "run" / "results.json").read_text())["mutants"]["mode"] == "first catch"
+    write_report(
+        {"schema": 1, "run": run, "cases": [], "groups": [], "acceptance": None, "mutants": table}, tmp_path / "cat"
+    )
+    alarms = {"runs": 3, "seeds": [1, 2, 3], "rejecting": [{"seed": 2, "exit_status": 1}], "family_alpha": 1e-3}
+    merge_catalogue(tmp_path / "run", tmp_path / "cat", alarms)
+    merged = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert merged["mutants"]["mode"] == "first catch" and merged["false_alarms"]["rejecting"][0]["seed"] == 2
+    page = (tmp_path / "run" / "index.html").read_text()
+    assert "<strong>1</strong> run(s)" in page and "seeds 2" in page
+
+
+def test_the_nightly_counts_seeded_sampling_runs_that_reject(monkeypatch):
+    import harness.commands.nightly as nightly
+
+    commands = []
+
+    class Finished:
+        def __init__(self, command, **_):
+            commands.append(command)
+            self.code = 1 if "--harness-seed=20261131" in command else 0
+
+        def wait(self):
+            return self.code
+
+    monkeypatch.setattr(nightly.subprocess, "Popen", Finished)
+    alarms = nightly.false_alarm_runs("smoke", "tiny-deepseek-v3", "cpu", "float32", 1)
+    assert alarms["runs"] == 2 and [c for c in commands if "--decoder=mtp" in c] == commands
+    assert alarms["rejecting"] == [{"seed": 20261131, "exit_status": 1}]
 
 
 def test_run_with_the_mutants_suite_hands_the_catalogue_every_option_it_reads(monkeypatch):

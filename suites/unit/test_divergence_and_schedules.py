@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from harness.checks.divergence import NEAR_TIE_TOLERANCE, classify, first_divergence
+from harness.checks.divergence import NEAR_TIE_TOLERANCE, check_greedy, first_divergence
 from harness.checks.schedules import expected_steps, forced_drafts, scheduled_rejections
 
 
@@ -19,23 +19,73 @@ def test_first_divergence_counts_a_length_difference():
     assert first_divergence([1, 2, 3], [1, 2]) == 2
 
 
+VOCAB = 16
+
+
+def logits_with(best: int, gaps: dict[int, float]) -> torch.Tensor:
+    """Precise logits [V]: `best` at 10, the tokens of `gaps` that far below it, every other token at 0."""
+    logits = torch.zeros(VOCAB, dtype=torch.float64)
+    logits[best] = 10.0
+    for token, gap in gaps.items():
+        logits[token] = 10.0 - gap
+    return logits
+
+
+def checked(expected, actual, dtype, gaps_at=None, continuations=None, tolerance=None):
+    """check_greedy over prompt [1, 2] with precise logits `gaps_at[len(prefix)]` (default: the reference's token
+    best by far) and continuations[prefix] after a near-tie."""
+    gaps_at = gaps_at or {}
+
+    def precise(prefix):
+        position = len(prefix) - 2
+        return gaps_at.get(position, logits_with(expected[position] if position < len(expected) else 0, {}))
+
+    def continuation(prefix):
+        return continuations[tuple(prefix)]
+
+    return check_greedy(expected, actual, [1, 2], dtype, decode, precise, continuation, tolerance)
+
+
 def test_any_divergence_fails_in_float64_and_float32():
     for dtype in (torch.float64, torch.float32):
-        divergence = classify([1, 2, 3], [1, 4, 3], [5.0, 1e-9, 5.0], dtype, decode)
-        assert divergence is not None and not divergence.near_tie and divergence.index == 1
+        found = checked([1, 2, 3], [1, 4, 3], dtype, {1: logits_with(2, {4: 1e-9})})
+        assert found.failure is not None and not found.failure.near_tie and found.failure.index == 1
+        assert found.checked == 1 and found.near_ties == ()
 
 
-def test_a_bf16_divergence_at_a_small_margin_is_a_near_tie_and_a_large_one_is_not():
+def test_a_bf16_divergence_to_a_token_within_the_tolerance_of_the_precise_best_is_a_near_tie():
     small = NEAR_TIE_TOLERANCE[torch.bfloat16] / 2
-    assert classify([1, 2], [1, 4], [3.0, small], torch.bfloat16, decode).near_tie
-    assert not classify([1, 2], [1, 4], [3.0, 2.0], torch.bfloat16, decode).near_tie
+    found = checked([1, 2, 3], [1, 4, 5], torch.bfloat16, {1: logits_with(2, {4: small})}, {(1, 2, 1, 4): [5]})
+    assert found.failure is None and [d.index for d in found.near_ties] == [1]
+    assert found.near_ties[0].token_gap == pytest.approx(small) and found.checked == 3
+    assert found.reference == (1, 4, 5), "judged after the near-tie against the reference continued from it"
+
+
+def test_a_bf16_divergence_to_a_token_far_from_the_best_fails_even_where_the_top_two_are_tied():
+    small = NEAR_TIE_TOLERANCE[torch.bfloat16] / 2
+    tied_but_not_chosen = logits_with(2, {3: small, 4: 5.0})  # 2 and 3 tie; the decoder took 4, far below
+    found = checked([1, 2, 3], [1, 4, 3], torch.bfloat16, {1: tied_but_not_chosen})
+    assert found.failure is not None and found.failure.index == 1 and found.failure.margin == pytest.approx(small)
+
+
+def test_after_a_near_tie_the_rest_of_the_output_is_still_checked():
+    small = NEAR_TIE_TOLERANCE[torch.bfloat16] / 2
+    gaps = {1: logits_with(2, {4: small}), 3: logits_with(6, {7: 3.0})}
+    found = checked([1, 2, 3, 3], [1, 4, 5, 7], torch.bfloat16, gaps, {(1, 2, 1, 4): [5, 6]})
+    assert found.failure is not None and found.failure.index == 3, "a real divergence after the near-tie fails"
+    assert [d.index for d in found.near_ties] == [1] and found.checked == 3
+
+
+def test_an_explicit_tolerance_judges_a_float32_cross_kernel_comparison():
+    found = checked([1, 2], [1, 4], torch.float32, {1: logits_with(2, {4: 1e-4})}, {(1, 2, 1, 4): []}, tolerance=1e-3)
+    assert found.failure is None and len(found.near_ties) == 1
 
 
 def test_the_record_names_position_tokens_text_and_margin():
-    divergence = classify([7, 8, 9], [7, 8, 6], [1.0, 1.0, 0.5], torch.float64, decode, prompt_ids=[1, 2])
-    text = divergence.describe()
+    found = checked([7, 8, 9], [7, 8, 6], torch.float64, {2: logits_with(9, {6: 0.5})})
+    text = found.failure.describe()
     assert "DIVERGENCE at generated index 2: expected token 9 ('9'), got 6 ('6')" in text
-    assert "margin there 0.5" in text and "1|2|7|8" in text
+    assert "1|2|7|8" in text
 
 
 def test_expected_steps_follow_the_forced_rejections():

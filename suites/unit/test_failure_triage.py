@@ -76,10 +76,12 @@ def test_the_largest_groups_reproducer_fails_on_the_mutant_and_passes_on_the_cor
         )
         assert on_mutant.returncode == 1
         assert "first divergence at generated index" in on_mutant.stdout or "invariant violations" in on_mutant.stdout
+        assert on_mutant.stdout.strip().splitlines()[-1] == "BUG REPRODUCED"
         on_correct = subprocess.run(
             [sys.executable, script, "--decoder", "mtp"], capture_output=True, text=True, timeout=300, env=ONE_THREAD
         )
         assert on_correct.returncode == 0, f"mutant:{mutant}: {on_correct.stdout}{on_correct.stderr[-2000:]}"
+        assert on_correct.stdout.strip().splitlines()[-1] == "not reproduced"
 
 
 def test_the_largest_groups_rerun_command_fails_on_the_mutant_and_passes_on_the_correct_decoder(triaged):

@@ -1,9 +1,18 @@
-"""Known engine findings mark exactly the tests they make fail, for the versions they were found in."""
+"""Known engine findings watch exactly the tests they make fail, for the versions they were found in, and a
+watched test's failure counts as the finding only when the finding's signature explains it."""
 
 from __future__ import annotations
 
+import pytest
+
+from harness.decoding.mtp_decoder import MTPDecoder
+from harness.subjects import registry
+from harness.subjects.engines import supported
+from harness.subjects.engines.environments import EngineEnvironment
 from harness.subjects.engines.vllm_findings import VLLM_FINDINGS
 from harness.subjects.findings import Finding, known_failures, suite_relative
+
+pytest_plugins = ["pytester"]
 
 FINDING = Finding(
     slug="x-bug",
@@ -14,11 +23,13 @@ FINDING = Finding(
     flavours=("cpu",),
     failing={"*": ("greedy/test_a.py::test_b[*-k2-*]",), "model-2": ("sampling/test_c.py::*",)},
     passing={"*": ("greedy/test_a.py::test_b[p9-k2-*]",)},
+    signature="the message says x-bug-symptom",
+    explains=lambda case: "x-bug-symptom" in case.message,
 )
 
 
-def ids(nodeid, decoder="x-mtp", version="1.0", flavour="cpu", model="model-1"):
-    return [f.slug for f in known_failures([FINDING], decoder, version, flavour, model, nodeid)]
+def ids(nodeid, decoder="x-mtp", version="1.0", flavour="cpu", model="model-1", fixed=frozenset()):
+    return [f.slug for f in known_failures([FINDING], decoder, version, flavour, model, nodeid, fixed)]
 
 
 def test_a_finding_marks_the_tests_of_its_patterns_for_its_decoder_version_and_flavour():
@@ -27,6 +38,10 @@ def test_a_finding_marks_the_tests_of_its_patterns_for_its_decoder_version_and_f
     assert ids("suites/greedy/test_a.py::test_b[p1-k2-final]", version="1.1") == []
     assert ids("suites/greedy/test_a.py::test_b[p1-k2-final]", flavour="cuda") == []
     assert ids("suites/greedy/test_a.py::test_b[p1-k2-final]", decoder="x") == []
+
+
+def test_a_finding_whose_fix_the_engine_runs_with_watches_nothing():
+    assert ids("suites/greedy/test_a.py::test_b[p1-k2-final]", fixed=frozenset({"x-bug"})) == []
 
 
 def test_brackets_in_test_ids_are_literal_and_listed_exceptions_pass():
@@ -52,3 +67,134 @@ def test_every_vllm_finding_has_its_write_up_and_reproducer():
         assert (REPO_ROOT / finding.document.replace(".md", ".py")).is_file(), f"{finding.slug}: no reproducer"
         text = document.read_text()
         assert "## Root cause" in text and "## Reproducer (vLLM alone)" in text and finding.versions[0] in text
+
+
+class InstalledAt(EngineEnvironment):
+    """An engine environment that says version 1.0 is installed, without looking."""
+
+    def installed_version(self, flavour_name: str) -> str | None:
+        return "1.0"
+
+
+@pytest.fixture
+def x_engine(monkeypatch):
+    """The engine `x` with FINDING, behind the decoder name x-mtp, for a pytester run in this process."""
+    engine = supported.EngineSubject(InstalledAt("x", (), "import x"), ("x-mtp",), (FINDING,))
+    monkeypatch.setitem(supported.ENGINES, "x", engine)
+    monkeypatch.setitem(registry._FACTORIES, "x-mtp", lambda bundle, device, dtype: MTPDecoder(bundle))
+
+
+WATCHED_TESTS = """
+import pytest
+from harness.subjects.engines.process import EngineError
+
+@pytest.fixture
+def engine_that_does_not_start():
+    raise EngineError("engine x-mtp-k2 did not start: x-bug-symptom in its log")
+
+@pytest.mark.parametrize("p", ["p1-k2-known", "p1-k2-other"])
+def test_b(p):
+    raise AssertionError("x-bug-symptom" if p.endswith("known") else "a different bug")
+"""
+
+
+def watched_run(pytester, selection, *options):
+    (pytester.path / "greedy").mkdir()
+    (pytester.path / "greedy" / "test_a.py").write_text(WATCHED_TESTS)
+    return pytester.runpytest_inprocess(
+        "greedy", "--decoder=x-mtp", "-p", "no:cacheprovider", "-k", selection, *options
+    )
+
+
+def test_a_watched_failure_the_signature_explains_is_expected_and_keeps_its_message(pytester, x_engine, tmp_path):
+    result = watched_run(pytester, "known", f"--harness-report={tmp_path / 'run'}", "--harness-shrink-seconds=0")
+    result.assert_outcomes(xfailed=1)
+    import json
+
+    [case] = json.loads((tmp_path / "run" / "results.json").read_text())["cases"]
+    assert case["outcome"] == "xfailed" and "x-bug-symptom" in case["message"], "the failure itself is kept"
+    assert case["known"]["findings"] == ["x-bug"]
+    [group] = json.loads((tmp_path / "run" / "results.json").read_text())["known"]
+    assert group["finding"] == "x-bug" and group["count"] == 1
+
+
+def test_a_watched_failure_outside_the_signature_fails_the_run_naming_the_test_and_the_finding(pytester, x_engine):
+    result = watched_run(pytester, "other")
+    result.assert_outcomes(failed=1)
+    assert result.ret == 1
+    result.stdout.fnmatch_lines(["*not explained by x-bug: its signature is the message says*"])
+    result.stdout.fnmatch_lines(["FAILED greedy/test_a.py::test_b[[]p1-k2-other[]]*"])
+
+
+def test_a_watched_test_that_passes_fails_as_a_strict_xpass(pytester, x_engine):
+    (pytester.path / "greedy").mkdir()
+    (pytester.path / "greedy" / "test_a.py").write_text(
+        "import pytest\n@pytest.mark.parametrize('p', ['p1-k2-final'])\ndef test_b(p):\n    pass\n"
+    )
+    result = pytester.runpytest_inprocess("greedy", "--decoder=x-mtp", "-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*XPASS(strict)*watched by x-bug*"])
+
+
+def test_an_engine_that_does_not_start_is_never_taken_for_a_finding(pytester, x_engine):
+    (pytester.path / "greedy").mkdir()
+    (pytester.path / "greedy" / "test_a.py").write_text(
+        WATCHED_TESTS.replace("def test_b(p):", "def test_b(p, engine_that_does_not_start):")
+    )
+    result = pytester.runpytest_inprocess("greedy", "--decoder=x-mtp", "-p", "no:cacheprovider", "-k", "known")
+    result.assert_outcomes(errors=1)  # a set-up error, though its message carries the symptom
+
+
+def test_the_vllm_signatures_refuse_a_start_up_failure_and_an_unrelated_crash():
+    from harness.subjects.engines.vllm_signatures import drafts_of_token_zero, sampled_from_a_far_wider_law
+    from harness.subjects.findings import FailedCase
+
+    def case(message, records=None):
+        return FailedCase("n", message, records or {}, (), model=lambda: pytest.fail("no model needed"))
+
+    start_up = "EngineError: engine vllm-mtp-tiny-mimo-k2-greedy did not start: RuntimeError: out of memory"
+    assert not sampled_from_a_far_wider_law(case(start_up))
+    assert not sampled_from_a_far_wider_law(case("EngineError: engine died: Segmentation fault"))
+    crash = "EngineError: RuntimeError: index -874454752 is out of bounds for dimension 1 with size 1024"
+    assert sampled_from_a_far_wider_law(case(crash))
+    assert not drafts_of_token_zero(case(start_up))
+
+
+def test_the_drafter_skip_signature_needs_unproposed_token_zero_drafts_and_unchanged_tokens():
+    from harness.subjects.engines.vllm_signatures import drafts_of_token_zero
+    from harness.subjects.findings import FailedCase
+
+    def passes(drafts, forced=None):
+        steps = [{"start": 1, "drafts": [5, 6], "accepted": 2, "emitted": [5, 6, 7]}]
+        steps.append({"start": 4, "drafts": drafts, "accepted": 0, "emitted": [9]})
+        return {
+            "passes": {
+                "prompt_id": "p",
+                "num_draft_tokens": 2,
+                "forced_drafts": forced or {},
+                "expected": None,
+                "steps": steps,
+                "other_steps": None,
+                "other": None,
+            }
+        }
+
+    def explained(records):
+        return drafts_of_token_zero(FailedCase("n", "passes differ", records, (), model=lambda: None))
+
+    assert explained(passes([0, 0]))
+    assert not explained(passes([0, 3])), "a draft of 0 beside a real draft is not the skip"
+    assert not explained(passes([0, 0], forced={"4": 0, "5": 0})), "drafts of 0 that were forced are not the skip"
+    divergence = {"divergence": {"near_tie": False, "index": 3}}
+    assert not explained(passes([0, 0]) | divergence), "the skip never changes greedy tokens"
+
+
+def test_a_law_grossly_unlike_the_target_needs_a_large_tv_or_every_pooled_test_at_zero():
+    from harness.subjects.engines.vllm_signatures import grossly_unlike_the_target
+
+    assert grossly_unlike_the_target({"kind": "law", "tv": 0.45})
+    assert not grossly_unlike_the_target({"kind": "law", "tv": 0.08}), "a shift the suite just detects is not it"
+    pooled = [{"test": name, "raw": 0.0, "holm": 0.0} for name in ("KS", "binned chi-square", "log-likelihood")]
+    assert grossly_unlike_the_target({"kind": "pit", "p_values": pooled})
+    pooled[1]["raw"] = 1e-4
+    assert not grossly_unlike_the_target({"kind": "pit", "p_values": pooled}), "one pooled test not at 0"

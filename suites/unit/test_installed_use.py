@@ -32,8 +32,9 @@ pytestmark = [
     pytest.mark.skipif(REPO_ROOT is None, reason="builds the wheel from a clone"),
 ]
 
-# 24 greedy cases: natural drafts at k = 1..4 and forced rejections (k = 1..4, every schedule) on one prompt
-SELECTION = "natural-01 and (natural_drafts or forced_rejections)"
+# 24 greedy cases: natural drafts at k = 1..4 and forced rejections (k = 1..4, every schedule, in the mixed
+# batch) on one prompt
+SELECTION = "natural-01 and (natural_drafts or (forced_rejections and mixed))"
 DECODERS = {"correct": "example-engine", "broken": "example-engine-broken"}
 CLONE_DECODERS = {
     "correct": "example_engine.harness_glue:make_decoder",

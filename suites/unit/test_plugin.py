@@ -108,9 +108,10 @@ def test_last_replays_the_previous_seed(pytester):
 
 def test_a_bad_seed_is_a_usage_error(pytester):
     pytester.makepyfile("def test_ok(): pass")
-    result = pytester.runpytest("--harness-seed=abc")
-    result.stderr.fnmatch_lines(["*--harness-seed must be an integer, 'random' or 'last', got 'abc'*"])
-    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result = pytester.runpytest_subprocess("--harness-seed=abc")
+    lines = [line for line in result.outlines + result.errlines if line.strip()]
+    assert len(lines) == 1 and "mtp-harness: --harness-seed abc: not an integer, 'random' or 'last'" in lines[0]
+    assert result.ret == 2, "a usage error stops the run with exit status 2 (harness/subjects/door.py)"
 
 
 def test_slow_tests_run_only_when_asked_for(pytester):

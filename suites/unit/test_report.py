@@ -524,3 +524,15 @@ def test_a_failed_write_keeps_the_previous_report_and_leaves_no_temporary_file(t
         write_report(empty_interrupted_results(), run_dir)
     assert sorted(p.name for p in run_dir.iterdir()) == ["index.html", "results.json"]
     assert (run_dir / "index.html").read_bytes() == before
+
+
+def test_the_greedy_section_states_the_share_of_output_positions_checked():
+    results = synthetic_results()
+    assert 'id="coverage"' not in render_report(results), "no greedy check recorded, no coverage line"
+    greedy = [c for c in results["cases"] if c["suite"] == "greedy" and c["outcome"] != "skipped"]
+    greedy[0]["greedy_check"] = {"positions": 40, "checked": 40, "near_ties": [{"index": 5}]}
+    greedy[1]["greedy_check"] = {"positions": 40, "checked": 20, "near_ties": []}
+    line = re.search(r'<p id="coverage">(.*?)</p>', render_report(results), re.DOTALL)
+    assert line, "coverage line missing"
+    text = " ".join(line.group(1).split())
+    assert "60 of 80 (75.0%) in 2 greedy checks; 1 numerical" in text

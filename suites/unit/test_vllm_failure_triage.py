@@ -76,9 +76,11 @@ def test_the_reproducer_uses_vllm_alone_and_fails_on_the_broken_vllm_only(triage
     broken = run([str(VLLM.python("cpu")), str(script)], BROKEN)
     assert broken.returncode == 1, broken.stdout + broken.stderr[-3000:]
     assert "first divergence at generated index 1" in broken.stdout
+    assert broken.stdout.strip().splitlines()[-1] == "BUG REPRODUCED"
     shipped = run([str(VLLM.python("cpu")), str(script)], SHIPPED)
     assert shipped.returncode == 0, shipped.stdout + shipped.stderr[-3000:]
     assert "same tokens: the case passes on this vLLM" in shipped.stdout
+    assert shipped.stdout.strip().splitlines()[-1] == "not reproduced"
 
 
 def test_the_groups_rerun_command_fails_on_the_broken_vllm_only(triaged):

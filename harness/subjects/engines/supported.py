@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from harness.contract.errors import HarnessError
 from harness.subjects.engines.environments import EngineEnvironment
 from harness.subjects.engines.vllm_environment import VLLM
 from harness.subjects.engines.vllm_findings import VLLM_FINDINGS
@@ -29,3 +30,26 @@ ENGINES = {VLLM.name: EngineSubject(VLLM, ("vllm-mtp", "vllm"), VLLM_FINDINGS, v
 def engine_of_decoder(decoder: str) -> EngineSubject | None:
     """The engine behind a decoder name, or None for an in-process decoder."""
     return next((engine for engine in ENGINES.values() if decoder in engine.decoders), None)
+
+
+NO_FIXES = "none"
+ALL_FIXES = "all"
+
+
+def engine_fixes(decoder: str, option: str) -> tuple[str, ...]:
+    """--engine-fixes for `decoder`: `none` (the engine as shipped), `all`, or comma-separated finding slugs of
+    the decoder's engine; the slugs, sorted. A usage error names what is wrong."""
+    if option == NO_FIXES:
+        return ()
+    engine = engine_of_decoder(decoder)
+    if engine is None:
+        raise HarnessError(f"--engine-fixes {option}: decoder {decoder!r} is not an engine with findings to fix")
+    known = {finding.slug for finding in engine.findings}
+    wanted = known if option == ALL_FIXES else {slug.strip() for slug in option.split(",") if slug.strip()}
+    unknown = sorted(wanted - known)
+    if unknown or not wanted:
+        raise HarnessError(
+            f"--engine-fixes {option}: no finding {', '.join(unknown) or '(none named)'} of "
+            f"{engine.environment.name}; known: {NO_FIXES}, {ALL_FIXES}, {', '.join(sorted(known))}"
+        )
+    return tuple(sorted(wanted))

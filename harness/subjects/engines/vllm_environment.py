@@ -24,3 +24,4 @@ VLLM = EngineEnvironment(
     probe="from vllm import LLM",
 )
 SERVER = Path(__file__).with_name("vllm_server.py")
+FIXES = Path(__file__).with_name("vllm_fixes")  # the findings' fixes, applied only under --engine-fixes

@@ -130,9 +130,11 @@ def main():
     index = next((i for i, (a, b) in enumerate(zip(expected, actual)) if a != b), None)
     if index is None and len(expected) == len(actual):
         print("same tokens: the case passes on this vLLM")
+        print("not reproduced")
         return 0
     index = min(len(expected), len(actual)) if index is None else index
     print(f"first divergence at generated index {{index}}: greedy speculative decoding changed the output")
+    print("BUG REPRODUCED")
     return 1
 
 

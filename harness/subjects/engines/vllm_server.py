@@ -103,7 +103,8 @@ class Engine:
         self.batches = 0
 
     def describe(self) -> dict:
-        return {"name": "vllm", "version": self.version, "config": self.config}
+        fixes = getattr(sys.modules.get("sitecustomize"), "APPLIED", [])  # under --engine-fixes only (vllm_fixes/)
+        return {"name": "vllm", "version": self.version, "config": self.config, "fixes": sorted({s for s, _ in fixes})}
 
     def decode(self, requests: list[dict]) -> list[dict]:
         from vllm import SamplingParams

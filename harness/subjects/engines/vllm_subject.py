@@ -26,8 +26,8 @@ from harness.contract.decoder import DecodeRequest, DecodeResult
 from harness.contract.errors import HarnessError
 from harness.decoding.batch import decode_in_groups
 from harness.models.loading import ModelBundle
-from harness.subjects.engines.process import EnginePool, EngineProcess
-from harness.subjects.engines.vllm_environment import SERVER, VLLM
+from harness.subjects.engines.process import EngineError, EnginePool, EngineProcess
+from harness.subjects.engines.vllm_environment import FIXES, SERVER, VLLM
 
 ENGINE_DTYPES = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}
 
@@ -37,7 +37,7 @@ class VLLMDecoder:
 
     drafts_from = 1  # vLLM's prefill samples output token 0 without drafts
 
-    def __init__(self, bundle: ModelBundle, speculative: bool = True) -> None:
+    def __init__(self, bundle: ModelBundle, speculative: bool = True, engine_fixes: Sequence[str] = ()) -> None:
         if bundle.dtype not in ENGINE_DTYPES:
             raise HarnessError(
                 f"vLLM has no {str(bundle.dtype).removeprefix('torch.')} path: run it with --dtype float32 "
@@ -50,6 +50,7 @@ class VLLMDecoder:
             frozenset() if speculative else frozenset({"num_draft_tokens", "draft_mode", "forced_drafts"})
         )
         self.flavour = "cuda" if bundle.device.type == "cuda" else "cpu"
+        self.engine_fixes = tuple(sorted(engine_fixes))  # findings whose documented fix the engine runs with
         self.pool = EnginePool()
 
     @property
@@ -96,5 +97,14 @@ class VLLMDecoder:
             "VLLM_CPU_OMP_THREADS_BIND": "nobind",  # vLLM's default core binding is ~20x slower on a shared box
             "VLLM_ENABLE_V1_MULTIPROCESSING": "0",  # the engine core in the server process, where the hooks are
         }
+        if self.engine_fixes:  # the fixes' sitecustomize patches vLLM as it is imported (vllm_fixes/)
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(FIXES), os.environ.get("PYTHONPATH")]))
+            env["MTP_HARNESS_ENGINE_FIXES"] = ",".join(self.engine_fixes)
         label = f"{self.name}-{bundle.name}-k{k}-{draft_mode}" if self.speculative else f"vllm-{bundle.name}"
-        return EngineProcess(VLLM.python(self.flavour), SERVER, config, env, label)
+        engine = EngineProcess(VLLM.python(self.flavour), SERVER, config, env, label)
+        applied = tuple(engine.info.get("fixes", ()))
+        if applied != self.engine_fixes:
+            engine.close()
+            asked = list(self.engine_fixes)
+            raise EngineError(f"engine {label}: asked for the fixes {asked}, it applied {list(applied)}")
+        return engine

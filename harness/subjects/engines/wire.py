@@ -28,6 +28,7 @@ from collections.abc import Mapping
 
 from harness.contract.decoder import DecodeRequest, DecodeResult, DraftMode, SamplingConfig, VerifyStep
 from harness.contract.errors import HarnessError
+from harness.contract.records import step_records
 
 PROTOCOL = 1
 
@@ -70,10 +71,7 @@ def result_message(result: DecodeResult) -> dict:
     return {
         "token_ids": list(result.token_ids),
         "finish_reason": result.finish_reason,
-        "steps": [
-            {"start": s.start, "drafts": list(s.drafts), "accepted": s.accepted, "emitted": list(s.emitted)}
-            for s in result.steps
-        ],
+        "steps": step_records(result.steps),
     }
 
 

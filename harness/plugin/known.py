@@ -1,0 +1,102 @@
+"""Known engine bugs, kept visible and unable to hide a new one.
+
+At collection, a test that a recorded finding of the engine under test makes fail (harness/subjects/findings.py)
+is watched by that finding; a finding whose fix the engine runs with (--engine-fixes) watches nothing. When a
+watched test's call fails, the findings' signatures judge the failure from its records and message:
+- explained by one or more: an expected failure (xfailed), whose failure message and records are kept and whose
+  `known` record names the findings and why;
+- explained by none: a failure, with a section naming each watching finding it was not explained by;
+- an error in set-up or tear-down (an engine that does not start) is never a finding: it stays an error.
+A watched test that passes fails: the engine no longer shows the bug, and its entry must go (strict).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+import pytest
+
+from harness.contract.paths import resolve_model_path
+from harness.contract.records import RECORD_PREFIX, KnownRecord, attach_record
+from harness.subjects.engines.supported import engine_of_decoder
+from harness.subjects.findings import FailedCase, Finding, explaining, known_failures, suite_relative
+
+if TYPE_CHECKING:
+    from harness.models.loading import ModelBundle
+
+WATCHED = pytest.StashKey[tuple[Finding, ...]]()
+MAY_FAIL = pytest.StashKey[bool]()  # every watching finding fails it only when its random draws reach the bug
+ENGINE_FIXES = pytest.StashKey[tuple[str, ...]]()
+
+
+def watch(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Stash on each item the findings that make it fail for this decoder, engine version and model."""
+    decoder = config.getoption("--decoder")
+    engine = engine_of_decoder(decoder)
+    if engine is None or not engine.findings:
+        return
+    flavour = "cuda" if str(config.getoption("--device")).startswith("cuda") else "cpu"
+    version = engine.environment.installed_version(flavour)
+    model = resolve_model_path(config.getoption("--model")).name
+    fixed = frozenset(config.stash.get(ENGINE_FIXES, ()))
+    for item in items:
+        found = known_failures(engine.findings, decoder, version, flavour, model, item.nodeid, fixed)
+        if found:
+            item.stash[WATCHED] = tuple(found)
+            test_id = suite_relative(item.nodeid)
+            item.stash[MAY_FAIL] = all(finding.may(model, test_id) for finding in found)
+
+
+def judge(item: pytest.Item, call: pytest.CallInfo, report: pytest.TestReport) -> None:
+    """Turn a watched test's call report into an expected failure, a named failure, or a strict XPASS failure."""
+    watched = item.stash.get(WATCHED, ())
+    if not watched or report.when != "call" or report.skipped:
+        return
+    slugs = ", ".join(f.slug for f in watched)
+    if report.passed:
+        if item.stash.get(MAY_FAIL, False):  # random draws that missed the bug: no XPASS
+            return
+        report.outcome = "failed"
+        report.longrepr = (
+            f"[XPASS(strict)] watched by {slugs}, yet it passed: the engine no longer shows the bug here. Remove the "
+            "test from the finding's `failing` list (harness/subjects/engines/vllm_findings.py)."
+        )
+        return
+    case = FailedCase(
+        nodeid=item.nodeid,
+        message=call.excinfo.exconly() if call.excinfo is not None else report.longreprtext,
+        records=attached_records(report),
+        watched_by=tuple(f.slug for f in watched),
+        model=lambda: model_under_test(item.config),
+    )
+    explained, failed_signatures = explaining(watched, case)
+    if explained:
+        explanation = "; ".join(f"{f.slug}: {f.signature}" for f in explained)
+        record = KnownRecord(findings=[f.slug for f in explained], explanation=explanation)
+        attach_record(lambda name, value: report.user_properties.append((name, value)), "known", record)
+        report.outcome = "skipped"
+        report.wasxfail = "known: " + ", ".join(f.slug for f in explained)
+        return
+    lines = [f"not explained by {f.slug}: its signature is {f.signature}" for f in watched]
+    lines += [f"{slug}: its signature could not read the failure: {error}" for slug, error in failed_signatures]
+    if hasattr(report.longrepr, "addsection"):
+        report.longrepr.addsection("mtp-harness: known findings", "\n".join(lines))
+    else:
+        report.longrepr = f"{report.longrepr}\n" + "\n".join(lines)
+
+
+def attached_records(report: pytest.TestReport) -> dict[str, object]:
+    """The records the test attached (harness.contract.records.attach_record), by kind."""
+    return {
+        name.removeprefix(RECORD_PREFIX): json.loads(value) if isinstance(value, str) else value
+        for name, value in report.user_properties
+        if name.startswith(RECORD_PREFIX)
+    }
+
+
+def model_under_test(config: pytest.Config) -> ModelBundle:
+    from harness.models.loading import bundle_for
+    from harness.plugin.options import resolved_dtype
+
+    return bundle_for(config.getoption("--model"), config.getoption("--device"), resolved_dtype(config))

@@ -1,0 +1,88 @@
+"""Bad input stops at the door: the options of a run are checked before any test runs, each mistake as one line
+that names the option and the value (the plugin exits with status 2, as `mtp-harness run` does).
+
+What is checked, in seconds and without loading weights: the model directory (it exists, its config.json reads,
+its safetensors index and tensor names are in an MTP layout the harness knows, its tokenizer is there), the
+decoder name (with near matches), the dtype, the device (CUDA present when asked for), and an engine subject's
+environment (installed).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness.contract.dtypes import DTYPE_NAMES
+from harness.contract.errors import HarnessError
+from harness.contract.paths import FIXTURE_MODELS, resolve_model_path
+
+
+class UsageError(HarnessError):
+    """A run's option that cannot work, found before any test runs."""
+
+
+def check_run_options(decoder: str, model: str, device: str, dtype: str | None) -> None:
+    """Raise UsageError, one line naming the option, for the first option of a run that cannot work."""
+    check_dtype(dtype)
+    check_device(device)
+    check_model(model)
+    check_decoder(decoder, device)
+
+
+def check_dtype(dtype: str | None) -> None:
+    if dtype is not None and dtype.lower() not in DTYPE_NAMES:
+        raise UsageError(f"--dtype {dtype}: unknown dtype; known: {', '.join(DTYPE_NAMES)}")
+
+
+def check_device(device: str) -> None:
+    import torch
+
+    try:
+        parsed = torch.device(device)
+    except (RuntimeError, ValueError):
+        raise UsageError(f"--device {device}: not a torch device (cpu, cuda, cuda:1, ...)") from None
+    if parsed.type == "cuda" and not torch.cuda.is_available():
+        raise UsageError(f"--device {device}: torch sees no CUDA device on this machine")
+    if parsed.type not in ("cpu", "cuda"):
+        raise UsageError(f"--device {device}: the harness runs on cpu or cuda")
+
+
+def check_model(model: str) -> None:
+    from harness.models.loading import check_checkpoint
+
+    path = resolve_model_path(model)
+    if not path.exists():
+        fixtures = ", ".join(sorted(p.name for p in FIXTURE_MODELS.iterdir() if p.is_dir()))
+        raise UsageError(f"--model {model}: no such model directory, and no bundled fixture of that name ({fixtures})")
+    try:
+        check_checkpoint(Path(path))
+    except HarnessError as error:
+        raise UsageError(f"--model {model}: {error}") from None
+
+
+def check_decoder(decoder: str, device: str) -> None:
+    from harness.subjects.engines.supported import engine_of_decoder
+    from harness.subjects.registry import find_factory
+
+    try:
+        find_factory(decoder)
+    except HarnessError as error:
+        raise UsageError(f"--decoder {decoder}: {error}") from None
+    engine = engine_of_decoder(decoder)
+    if engine is not None:
+        flavour = "cuda" if device.startswith("cuda") else "cpu"
+        if engine.environment.installed_version(flavour) is None:
+            name = engine.environment.name
+            raise UsageError(
+                f"--decoder {decoder}: the {name} {flavour} environment is not installed; run "
+                f"`mtp-harness engine install {name} --flavour {flavour}`"
+            )
+
+
+def check_seed(seed: str | None) -> None:
+    """--harness-seed: an integer, 'random' or 'last' (None: the default)."""
+    if seed is None or seed in ("random", "last"):
+        return
+    try:
+        int(seed)
+    except ValueError:
+        raise UsageError(f"--harness-seed {seed}: not an integer, 'random' or 'last'") from None

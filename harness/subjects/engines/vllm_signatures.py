@@ -1,0 +1,161 @@
+"""What each vLLM finding's failure looks like: predicates over a failed case's records and message
+(harness/subjects/findings.py FailedCase). A failure the predicate of no watching finding accepts is a failure.
+
+Each predicate accepts only what its bug can produce, so that a different bug in the same test fails:
+- the CPU expand kernel: sampled tokens from a law grossly unlike the target's (TV >= 0.25; every pooled test of
+  a whole-sequence case at p < 1e-12), a seeded request whose output changes with its batch, or the out-of-bounds
+  top-k crash. Another gross sampling bug or RNG-isolation bug would look the same in the record: the run beneath
+  the fixes (--engine-fixes) is what judges vLLM's sampler and its per-request randomness;
+- the drafter skip: token-0 drafts the request never proposed, and nothing else (greedy tokens unchanged; draft
+  mismatches only at or after a request's skipped pass);
+- probabilistic drafts without the request's seed: a seeded request with sampled drafts whose output changes with
+  its batch (the record cannot tell it from another RNG bug of the draft path; its reproducer can);
+- position 0 and GLM-4.5's pre-norm hand-over: the engine's drafts equal those of the harness's proposer computing
+  the MTP layer as the findings describe it (harness/subjects/engines/vllm_drafting.py).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from harness.subjects.findings import FailedCase
+
+OUT_OF_BOUNDS = re.compile(r"index -?\d+ is out of bounds for dimension \d+ with size \d+")
+# The expand kernel's sampled laws were 0.33 to 0.78 in TV from the target's on tiny-glm4-moe, and every whole-
+# sequence case had all three pooled p-values at 0; a correct sampler is within the suite's detectable TV (~0.08).
+WIDE_TV = 0.25
+GROSS_P = 1e-12
+
+DRAFTER_SKIP = "vllm-drafter-skipped-for-the-whole-batch-near-max-model-len"
+POSITION_ZERO = "vllm-mtp-zeroes-the-token-embedding-at-position-0"
+PRE_NORM_CHAIN = "vllm-glm4-moe-mtp-chains-drafts-from-the-pre-norm-hidden-state"
+
+
+# --- the CPU expand kernel ----------------------------------------------------------------------------------
+
+
+def sampled_from_a_far_wider_law(case: FailedCase) -> bool:
+    """The out-of-bounds top-k crash; a sampling case whose law is grossly unlike the target's (a first-token law
+    at TV >= WIDE_TV, or whole sequences that every pooled test rejects at p < GROSS_P); or a seeded sampled
+    request whose output changes with its batch (its record present: the sampling parameters are read from
+    uninitialised memory, which differs from batch to batch). That last one is every RNG-isolation failure: the
+    record cannot tell this bug from another one there, and the run beneath the fixes judges RNG isolation."""
+    if OUT_OF_BOUNDS.search(case.message):
+        return True
+    sampling = case.records.get("sampling")
+    if sampling:
+        return bool(sampling["rejected"]) and grossly_unlike_the_target(sampling)
+    return "isolation" in case.records
+
+
+def grossly_unlike_the_target(sampling: Mapping[str, Any]) -> bool:
+    """A law case at TV >= WIDE_TV from the target's law, or a whole-sequence case whose pooled tests (KS, binned
+    chi-square, log-likelihood) all reject at p < GROSS_P."""
+    if sampling["kind"] == "law":
+        return (sampling.get("tv") or 0.0) >= WIDE_TV
+    pooled = sampling["p_values"]
+    return len(pooled) == 3 and all(p["raw"] < GROSS_P for p in pooled)
+
+
+# --- probabilistic drafts without the request's seed -------------------------------------------------------
+
+
+def sampled_drafts_not_seeded(case: FailedCase) -> bool:
+    """A seeded sampled request with sampled drafts (draft_mode 'sample') whose output changed with its batch."""
+    isolation = case.records.get("isolation")
+    return bool(isolation) and isolation["request"]["draft_mode"] == "sample"
+
+
+# --- the drafter skip ---------------------------------------------------------------------------------------
+
+
+def drafts_of_token_zero(case: FailedCase) -> bool:
+    """Greedy tokens unchanged, and the broken passes are token-0 drafts the request never proposed: a pass
+    whose drafts are all 0 where no 0 was forced (pass checks), or draft mismatches of a request at or after its
+    own all-zero pass, with every other mismatch explained by the other watching findings (draft conformance)."""
+    if case.records.get("divergence") and not case.records["divergence"].get("near_tie"):
+        return False  # the skip costs drafts, never tokens
+    passes = case.records.get("passes")
+    if passes:
+        steps = passes["steps"] + (passes.get("other_steps") or [])
+        return any(unproposed_zero_drafts(step, passes["forced_drafts"]) for step in steps)
+    return DRAFTER_SKIP in conformance_explained_by(case)
+
+
+def unproposed_zero_drafts(step: Mapping[str, Any], forced: Mapping[str, int]) -> bool:
+    """A pass that verified k drafts of token 0, none of them forced to 0."""
+    drafts = step["drafts"]
+    forced_zero = any(forced.get(str(step["start"] + j)) == 0 for j in range(len(drafts)))
+    return bool(drafts) and all(token == 0 for token in drafts) and not forced_zero
+
+
+# --- drafts that differ from the checkpoint's MTP computation -----------------------------------------------
+
+
+def drafts_with_position_zero_masked(case: FailedCase) -> bool:
+    """Every draft mismatch explained by the watching findings together, some of them by the MTP layer computed
+    with the position-0 embedding zeroed."""
+    return POSITION_ZERO in conformance_explained_by(case)
+
+
+def drafts_chained_from_the_pre_norm_state(case: FailedCase) -> bool:
+    """Every draft mismatch explained by the watching findings together, some of them by the MTP layer computed
+    chaining its pre-norm hidden state into the next draft step."""
+    return PRE_NORM_CHAIN in conformance_explained_by(case)
+
+
+_EXPLAINED: dict[tuple[str, str], frozenset[str]] = {}  # one computation per failed case for the three findings
+
+
+def conformance_explained_by(case: FailedCase) -> frozenset[str]:
+    """The watching findings that explain some of a draft-conformance failure's mismatches, when together they
+    explain all of them; empty when a mismatch is left (a draft the findings do not account for: a new bug).
+
+    The drafter skip explains a request's mismatches at or after its own all-zero pass; the position-0 and
+    GLM-4.5 findings explain a mismatch whose drafts equal those of the harness's proposer with the MTP layer
+    computed as they describe (both described together where both watch)."""
+    conformance = case.records.get("conformance")
+    if not conformance:
+        return frozenset()
+    key = (case.nodeid, repr(conformance["mismatches"]))
+    if key not in _EXPLAINED:
+        if len(_EXPLAINED) > 64:  # a run has a few conformance failures: keep the memo small
+            _EXPLAINED.clear()
+        _EXPLAINED[key] = _explain_mismatches(conformance, case)
+    return _EXPLAINED[key]
+
+
+def _explain_mismatches(conformance: Mapping[str, Any], case: FailedCase) -> frozenset[str]:
+    requests = conformance["requests"]
+    left, used = list(conformance["mismatches"]), set()
+    if DRAFTER_SKIP in case.watched_by:
+        skipped_at = {
+            index: min((s["start"] for s in request["steps"] if unproposed_zero_drafts(s, {})), default=None)
+            for index, request in enumerate(requests)
+        }
+        kept = [m for m in left if skipped_at[m["request"]] is None or m["start"] < skipped_at[m["request"]]]
+        used |= {DRAFTER_SKIP} if len(kept) < len(left) else set()
+        left = kept
+    described = {
+        "zero_position_zero": POSITION_ZERO in case.watched_by,
+        "chain_pre_norm": PRE_NORM_CHAIN in case.watched_by,
+    }
+    if left and any(described.values()):
+        from harness.subjects.engines.vllm_drafting import drafts_as_described
+
+        passes = [(committed_prefix(requests[m["request"]], m["start"]), len(m["drafts"])) for m in left]
+        expected = drafts_as_described(case.model(), passes, **described)
+        kept = [m for m, drafts in zip(left, expected, strict=True) if tuple(m["drafts"]) != drafts]
+        if len(kept) < len(left):
+            used |= {
+                slug for slug, flag in zip((POSITION_ZERO, PRE_NORM_CHAIN), described.values(), strict=True) if flag
+            }
+        left = kept
+    return frozenset(used) if not left else frozenset()
+
+
+def committed_prefix(request: Mapping[str, Any], start: int) -> list[int]:
+    """The prompt and the tokens committed before the pass that started at output position `start`."""
+    return [*request["prompt_ids"], *request["token_ids"][:start]]

@@ -1,0 +1,62 @@
+"""Bad input stops at the door: a model that does not exist or does not load, an unknown decoder, dtype or
+device, an engine that is not installed. Each gives one line naming the option, exit status 2, before any test
+runs, from `mtp-harness run` and from plain pytest alike (harness/subjects/door.py)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from harness.contract.paths import DATA_ROOT, FIXTURE_MODELS
+
+MISTAKES = {
+    "no-model": (["--model", "/nonexistent"], "--model /nonexistent: no such model directory"),
+    "unknown-decoder": (["--decoder", "mpt"], "--decoder mpt: unknown decoder 'mpt'. Did you mean mtp"),
+    "unknown-dtype": (["--dtype", "float8"], "--dtype float8: unknown dtype"),
+    "unknown-device": (["--device", "tpu"], "--device tpu: "),
+    "engine-not-installed": (
+        ["--decoder", "vllm-mtp"],
+        "--decoder vllm-mtp: the vllm cpu environment is not installed",
+    ),
+}
+ENV = {**os.environ, "MTP_HARNESS_ENGINES": "/nonexistent-engines", "MTP_HARNESS_VLLM_PYTHON": ""}
+
+
+def run(command):
+    started = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, env=ENV, cwd=DATA_ROOT)
+    return done, time.perf_counter() - started
+
+
+@pytest.mark.parametrize("mistake", MISTAKES)
+def test_mtp_harness_run_stops_a_mistake_with_one_line_and_status_2(mistake, record_property):
+    options, message = MISTAKES[mistake]
+    done, seconds = run([sys.executable, "-m", "harness.commands.cli", "run", *options, "-n", "0"])
+    record_property("seconds", f"{seconds:.1f}")
+    lines = (done.stdout + done.stderr).strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1 and message in lines[0], (done.returncode, lines[:5])
+
+
+@pytest.mark.parametrize("mistake", MISTAKES)
+def test_plain_pytest_stops_a_mistake_with_one_line_and_status_2(mistake, record_property):
+    options, message = MISTAKES[mistake]
+    options = [f"{option}={value}" for option, value in zip(options[::2], options[1::2], strict=True)]
+    greedy = str(DATA_ROOT / "suites" / "greedy")
+    done, seconds = run([sys.executable, "-m", "pytest", greedy, *options, "-p", "no:cacheprovider", "-q"])
+    record_property("seconds", f"{seconds:.1f}")
+    lines = (done.stdout + done.stderr).strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1 and message in lines[0], (done.returncode, lines[:5])
+    assert "collected" not in done.stdout and "passed" not in done.stdout, "no test ran"
+
+
+def test_a_model_directory_that_does_not_load_is_named_with_its_fault(tmp_path):
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "config.json").write_text((FIXTURE_MODELS / "tiny-mimo" / "config.json").read_text())
+    done, _ = run([sys.executable, "-m", "harness.commands.cli", "run", "--model", str(broken), "-n", "0"])
+    lines = (done.stdout + done.stderr).strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1 and "has no model.safetensors" in lines[0], lines[:5]

@@ -1,0 +1,53 @@
+"""`mtp-harness summarize`: the measured figures docs/measurements/ pastes (harness/report/markdown.py)."""
+
+from __future__ import annotations
+
+import json
+
+from harness.report.markdown import summary
+
+
+def case(suite: str, outcome: str, greedy_check: dict | None = None) -> dict:
+    record = {"nodeid": f"suites/{suite}/test_x.py::test_x", "suite": suite, "outcome": outcome, "message": ""}
+    return record | ({"greedy_check": greedy_check} if greedy_check else {})
+
+
+def run(engine_fixes: list[str], cases: list[dict]) -> dict:
+    header = {
+        "started": "2026-12-01T07:00:00+00:00",
+        "git_commit": "0123456789abcdef",
+        "status": "complete",
+        "command": "mtp-harness run --decoder vllm-mtp",
+        "decoder": "vllm-mtp",
+        "model": "/somewhere/tiny-mimo",
+        "dtype": "bf16",
+        "engine": "vllm 0.32.0 (cpu)",
+        "engine_fixes": engine_fixes,
+    }
+    return {"run": header, "cases": cases}
+
+
+def test_judged_counts_the_cases_run_and_not_expected_to_fail_as_shipped_and_beneath(tmp_path):
+    shipped = run([], [case("greedy", "passed"), case("greedy", "xfailed"), case("greedy", "skipped")])
+    beneath = run(["a-slug", "b-slug"], [case("greedy", "passed"), case("greedy", "failed"), case("greedy", "skipped")])
+    paths = []
+    for name, results in (("shipped", shipped), ("beneath", beneath)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "results.json").write_text(json.dumps(results))
+        paths.append(tmp_path / name)
+    rows = [line for line in summary(paths).splitlines() if line.startswith("| vllm-mtp")]
+    cells = [[cell.strip() for cell in row.strip("|").split("|")] for row in rows]
+    # decoder, model, engine, suite, cases, judged, passed, failed, error, skipped, xfailed, near-tie
+    assert cells[0][2:6] == ["vllm 0.32.0 (cpu), as shipped", "greedy", "3", "1"]
+    assert cells[1][2:6] == ["vllm 0.32.0 (cpu), beneath 2 findings' fixes", "greedy", "3", "2"]
+
+
+def test_the_coverage_table_sums_the_positions_the_greedy_checks_compared(tmp_path):
+    checks = [
+        {"positions": 10, "checked": 10, "near_ties": []},
+        {"positions": 10, "checked": 9, "near_ties": [{"index": 3}]},
+    ]
+    results = run([], [case("greedy", "passed", check) for check in checks] + [case("sampling", "passed")])
+    (tmp_path / "results.json").write_text(json.dumps(results))
+    text = summary([tmp_path / "results.json"])
+    assert "| vllm-mtp | tiny-mimo | bf16 | 2 | 20 | 19 | 95.0% | 1 |" in text
