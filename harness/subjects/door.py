@@ -34,6 +34,8 @@ def check_dtype(dtype: str | None) -> None:
 
 
 def check_device(device: str) -> None:
+    if device == "cpu":  # the default: no torch import (seconds) to accept it
+        return
     import torch
 
     try:
@@ -47,12 +49,12 @@ def check_device(device: str) -> None:
 
 
 def check_model(model: str) -> None:
-    from harness.models.loading import check_checkpoint
-
     path = resolve_model_path(model)
     if not path.exists():
         fixtures = ", ".join(sorted(p.name for p in FIXTURE_MODELS.iterdir() if p.is_dir()))
         raise UsageError(f"--model {model}: no such model directory, and no bundled fixture of that name ({fixtures})")
+    from harness.models.loading import check_checkpoint  # imports torch and transformers: after the cheap checks
+
     try:
         check_checkpoint(Path(path))
     except HarnessError as error:
