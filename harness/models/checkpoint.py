@@ -5,11 +5,15 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import torch
 from safetensors import safe_open
 
 from harness.contract.errors import CheckpointError
+from harness.models.layouts import detect_layout
+
+if TYPE_CHECKING:
+    import torch
 
 SINGLE_FILE = "model.safetensors"
 INDEX_FILE = "model.safetensors.index.json"
@@ -65,7 +69,7 @@ def open_checkpoint(directory: Path) -> SafetensorsCheckpoint:
         return SafetensorsCheckpoint(directory, files)
     if single.is_file():
         try:
-            with safe_open(str(single), framework="pt") as handle:
+            with safe_open(str(single), framework="numpy") as handle:  # the names only: no torch import
                 names = list(handle.keys())
         except Exception as error:
             raise CheckpointError(f"{single}: not a readable safetensors file: {error}") from error
@@ -77,3 +81,23 @@ def open_checkpoint(directory: Path) -> SafetensorsCheckpoint:
             "Convert them with safetensors.torch.save_file."
         )
     raise CheckpointError(f"{directory} has no {SINGLE_FILE} or {INDEX_FILE}")
+
+
+def check_checkpoint_files(directory: Path) -> None:
+    """What can be checked of a model directory without torch or transformers (a fraction of a second): the
+    safetensors files, config.json as JSON, the tensor names in an MTP layout the harness knows, the tokenizer."""
+    checkpoint = open_checkpoint(directory)
+    config_file = directory / "config.json"
+    if not config_file.is_file():
+        raise CheckpointError(f"{directory} has no config.json")
+    try:
+        raw = json.loads(config_file.read_text())
+    except json.JSONDecodeError as error:
+        raise CheckpointError(f"{config_file}: invalid JSON: {error}") from error
+    if not isinstance(raw, dict):
+        raise CheckpointError(f"{config_file}: not a JSON object")
+    layers = raw.get("num_hidden_layers")
+    if isinstance(layers, int) and not isinstance(layers, bool):  # else transformers' reading of the config decides
+        detect_layout(checkpoint.tensor_names, layers)
+    if not (directory / "tokenizer.json").is_file():
+        raise CheckpointError(f"{directory} has no tokenizer.json")

@@ -27,7 +27,7 @@ from harness.contract.dtypes import DTYPE_NAMES
 from harness.contract.errors import CheckpointError, HarnessError
 from harness.contract.paths import resolve_model_path
 from harness.models.attention import EXACT_ATTENTION
-from harness.models.checkpoint import SafetensorsCheckpoint, open_checkpoint
+from harness.models.checkpoint import SafetensorsCheckpoint, check_checkpoint_files, open_checkpoint
 from harness.models.experts import fuse_experts
 from harness.models.gated_deltanet import has_recurrent_layers, install_gated_deltanet_forward
 from harness.models.layouts import DEEPSEEK_V3, MIMO, LayoutMatch, depth_tensor_name, detect_layout
@@ -143,11 +143,9 @@ def check_checkpoint(path: str | Path) -> None:
     """What load_bundle checks before it reads a weight: the directory, config.json, the safetensors files and
     their tensor names in an MTP layout, the tokenizer file. Seconds, whatever the checkpoint's size."""
     directory = Path(path)
-    checkpoint = open_checkpoint(directory)
+    check_checkpoint_files(directory)
     config = _load_config(directory)
-    detect_layout(checkpoint.tensor_names, config.num_hidden_layers)
-    if not (directory / "tokenizer.json").is_file():
-        raise CheckpointError(f"{directory} has no tokenizer.json")
+    detect_layout(open_checkpoint(directory).tensor_names, config.num_hidden_layers)
 
 
 def _load_config(directory: Path) -> PretrainedConfig:

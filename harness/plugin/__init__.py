@@ -14,7 +14,12 @@ from harness.plugin.collection import pytest_collection_modifyitems, pytest_gene
 from harness.plugin.fixtures import bundle, decoder, harness_seed, prompts, require, test_seed
 from harness.plugin.minimal import pytest_sessionfinish
 from harness.plugin.options import pytest_addoption
-from harness.plugin.session import pytest_configure, pytest_configure_node, pytest_report_header
+from harness.plugin.session import (
+    pytest_configure,
+    pytest_configure_node,
+    pytest_load_initial_conftests,
+    pytest_report_header,
+)
 
 __all__ = [
     "bundle",
@@ -26,6 +31,7 @@ __all__ = [
     "pytest_configure",
     "pytest_configure_node",
     "pytest_generate_tests",
+    "pytest_load_initial_conftests",
     "pytest_report_header",
     "pytest_runtest_makereport",
     "pytest_runtest_setup",

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import random
 import signal
+import sys
 import threading
 
 import pytest
@@ -25,6 +26,22 @@ USAGE_ERROR = 2  # the exit status of options that cannot work, as `mtp-harness 
 SEED_CACHE_KEY = "mtp_harness/seed"
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config, args: list[str]) -> None:
+    """Bad input stops here, as one line, before any test runs (harness/subjects/door.py): before pytest loads the
+    suites' conftest files, which import torch and the harness (seconds). xdist workers check the same options
+    again (they pass there: the controller checked them first); PYTEST_XDIST_WORKER cannot tell a worker apart, as
+    a pytest run that a test starts inherits it."""
+    options = early_config.known_args_namespace
+    if getattr(options, "help", False):
+        return
+    try:
+        check_run_options(options.decoder, options.model, str(options.device), options.dtype)
+    except HarnessError as error:  # pytest.exit is not caught while pytest parses its command line
+        sys.stderr.write(f"mtp-harness: {error}\n")
+        raise SystemExit(USAGE_ERROR) from None
+
+
 def pytest_configure(config: pytest.Config) -> None:
     if getattr(config, "workerinput", None) is not None:
         # pytest-xdist: one torch thread per worker, so N workers share N cores instead of oversubscribing them;
@@ -36,15 +53,7 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ.setdefault("MKL_NUM_THREADS", "1")
     for name, description in MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {description}")
-    controller = getattr(config, "workerinput", None) is None and not config.getoption("help", False)
     try:
-        if controller:  # bad input stops here, as one line, before any test runs (harness/subjects/door.py)
-            check_run_options(
-                config.getoption("--decoder"),
-                config.getoption("--model"),
-                str(config.getoption("--device")),
-                config.getoption("--dtype"),
-            )
         config.stash[SEED] = _session_seed(config)
         config.stash[ENGINE_FIXES] = engine_fixes(config.getoption("--decoder"), config.getoption("--engine-fixes"))
     except HarnessError as error:

@@ -21,11 +21,12 @@ class UsageError(HarnessError):
 
 
 def check_run_options(decoder: str, model: str, device: str, dtype: str | None) -> None:
-    """Raise UsageError, one line naming the option, for the first option of a run that cannot work."""
+    """Raise UsageError, one line naming the option, for the first option of a run that cannot work. The checks
+    that need no torch import (dtype, decoder name, engine environment, a missing model directory) come first."""
     check_dtype(dtype)
+    check_decoder(decoder, device)
     check_device(device)
     check_model(model)
-    check_decoder(decoder, device)
 
 
 def check_dtype(dtype: str | None) -> None:
@@ -53,9 +54,12 @@ def check_model(model: str) -> None:
     if not path.exists():
         fixtures = ", ".join(sorted(p.name for p in FIXTURE_MODELS.iterdir() if p.is_dir()))
         raise UsageError(f"--model {model}: no such model directory, and no bundled fixture of that name ({fixtures})")
-    from harness.models.loading import check_checkpoint  # imports torch and transformers: after the cheap checks
+    from harness.models.checkpoint import check_checkpoint_files
 
     try:
+        check_checkpoint_files(Path(path))  # a fraction of a second: most broken directories stop here
+        from harness.models.loading import check_checkpoint  # imports torch and transformers (seconds)
+
         check_checkpoint(Path(path))
     except HarnessError as error:
         raise UsageError(f"--model {model}: {error}") from None
@@ -63,12 +67,18 @@ def check_model(model: str) -> None:
 
 def check_decoder(decoder: str, device: str) -> None:
     from harness.subjects.engines.supported import engine_of_decoder
-    from harness.subjects.registry import find_factory
+    from harness.subjects.names import is_module_factory, unknown_decoder
 
-    try:
-        find_factory(decoder)
-    except HarnessError as error:
-        raise UsageError(f"--decoder {decoder}: {error}") from None
+    unknown = unknown_decoder(decoder)  # the names alone: building a factory imports torch and transformers
+    if unknown is not None:
+        raise UsageError(f"--decoder {decoder}: {unknown}")
+    if is_module_factory(decoder):  # your own module: it must import and hold the factory
+        from harness.subjects.registry import find_factory
+
+        try:
+            find_factory(decoder)
+        except HarnessError as error:
+            raise UsageError(f"--decoder {decoder}: {error}") from None
     engine = engine_of_decoder(decoder)
     if engine is not None:
         flavour = "cuda" if device.startswith("cuda") else "cpu"

@@ -18,8 +18,8 @@ from harness.decoding.proposer import MTPProposer
 from harness.decoding.sampling import process_logits, sample_from
 from harness.decoding.slots import KV_BLOCK, RaggedBuffer, SlotCache
 from harness.models.loading import ModelBundle
+from harness.subjects.names import MUTANT_PREFIX
 
-MUTANT_PREFIX = "mutant:"
 MUTANTS: dict[str, Callable[[ModelBundle], MTPDecoder]] = {}
 
 # What the suites must do with each mutant. "caught": at least one suite fails on it. "exact": the change

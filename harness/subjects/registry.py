@@ -12,7 +12,6 @@ as `your.module:factory` (e.g. `--decoder my_engine.harness:make_decoder`).
 
 from __future__ import annotations
 
-import difflib
 import importlib
 from collections.abc import Callable, Sequence
 from importlib.metadata import entry_points
@@ -22,11 +21,10 @@ import torch
 from harness.contract.decoder import Decoder
 from harness.contract.errors import HarnessError
 from harness.models.loading import ModelBundle
+from harness.subjects.names import ENTRY_POINT_GROUP, MUTANT_PREFIX, REGISTERED, is_module_factory, unknown_decoder
 
 DecoderFactory = Callable[[ModelBundle, torch.device, torch.dtype], Decoder]
-ENTRY_POINT_GROUP = "mtp_harness.decoders"
-
-_FACTORIES: dict[str, DecoderFactory] = {}
+_FACTORIES: dict[str, DecoderFactory] = REGISTERED  # names.known_decoders() reads it without importing this module
 
 
 class UnknownDecoder(HarnessError):
@@ -45,14 +43,6 @@ def register_decoder(name: str) -> Callable[[DecoderFactory], DecoderFactory]:
         return factory
 
     return register
-
-
-def known_decoders() -> list[str]:
-    from harness.subjects.builtin import BUILTIN_DECODERS
-    from harness.subjects.mutants import MUTANT_PREFIX, MUTANTS
-
-    names = set(BUILTIN_DECODERS) | {MUTANT_PREFIX + name for name in MUTANTS} | set(_FACTORIES)
-    return sorted(names | {entry.name for entry in entry_points(group=ENTRY_POINT_GROUP)})
 
 
 def make_decoder(name: str, bundle: ModelBundle, engine_fixes: Sequence[str] = ()) -> Decoder:
@@ -84,7 +74,7 @@ def default_dtype(name: str, device: str) -> str | None:
 def find_factory(name: str) -> DecoderFactory:
     """The factory behind a decoder name; UnknownDecoder (with near matches) when there is none."""
     from harness.subjects.builtin import BUILTIN_DECODERS
-    from harness.subjects.mutants import MUTANT_PREFIX, MUTANTS, mutant_decoder
+    from harness.subjects.mutants import MUTANTS, mutant_decoder
 
     if name in BUILTIN_DECODERS:
         return BUILTIN_DECODERS[name]
@@ -95,7 +85,7 @@ def find_factory(name: str) -> DecoderFactory:
     for entry in entry_points(group=ENTRY_POINT_GROUP):
         if entry.name == name:
             return entry.load()
-    if ":" in name and not name.startswith("mutant:"):
+    if is_module_factory(name):
         module_name, _, attribute = name.partition(":")
         try:
             module = importlib.import_module(module_name)
@@ -105,7 +95,4 @@ def find_factory(name: str) -> DecoderFactory:
             return getattr(module, attribute)
         except AttributeError:
             raise UnknownDecoder(f"decoder {name!r}: module {module_name!r} has no {attribute!r}") from None
-    known = known_decoders()
-    close = difflib.get_close_matches(name, known, n=3)
-    hint = f" Did you mean {', '.join(close)}?" if close else ""
-    raise UnknownDecoder(f"unknown decoder {name!r}.{hint} Known: {', '.join(known)}; or module:factory for your own.")
+    raise UnknownDecoder(unknown_decoder(name) or f"unknown decoder {name!r}")

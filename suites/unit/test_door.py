@@ -60,3 +60,25 @@ def test_a_model_directory_that_does_not_load_is_named_with_its_fault(tmp_path):
     done, _ = run([sys.executable, "-m", "harness.commands.cli", "run", "--model", str(broken), "-n", "0"])
     lines = (done.stdout + done.stderr).strip().splitlines()
     assert done.returncode == 2 and len(lines) == 1 and "has no model.safetensors" in lines[0], lines[:5]
+
+
+def test_the_doors_decoder_names_are_the_registrys():
+    """The door checks --decoder against harness/subjects/names.py without importing a decoder; the factories
+    behind the names are the built-ins' and the mutants'."""
+    from harness.subjects.builtin import BUILTIN_DECODERS
+    from harness.subjects.mutants import MUTANTS
+    from harness.subjects.names import BUILTIN_NAMES, MUTANT_NAMES
+
+    assert sorted(BUILTIN_NAMES) == sorted(BUILTIN_DECODERS)
+    assert sorted(MUTANT_NAMES) == sorted(MUTANTS)
+
+
+def test_an_unknown_or_unimportable_module_factory_is_named_at_the_door():
+    from harness.subjects.door import UsageError, check_decoder
+
+    with pytest.raises(
+        UsageError, match=r"--decoder no_such_module:make: decoder 'no_such_module:make': cannot import"
+    ):
+        check_decoder("no_such_module:make", "cpu")
+    with pytest.raises(UsageError, match=r"--decoder mutant:no-bonu: unknown decoder .* Did you mean mutant:no-bonus"):
+        check_decoder("mutant:no-bonu", "cpu")
