@@ -199,6 +199,11 @@ class Decoder(Protocol):
       prefill samples the first token without drafts, as vLLM's and transformers' MTP generation do.
     - `drafter`: what proposes the drafts: "mtp" (the checkpoint's MTP depths, the default) or a description
       of another drafter (a draft model); the draft-conformance check applies to "mtp" drafters only.
+    - `plain_twin()`: the same engine without speculation, for an engine that promises that a seeded sampled
+      request gives the same tokens with and without speculation (llama.cpp verifies by sampling the target's
+      token with one random draw per emitted token, whatever the drafts); the suites then check that promise.
+    - `drafter_depths`: how many of the checkpoint's MTP depths the drafter runs (default: all); draft steps
+      beyond them reuse the last one on its own output, as llama.cpp's one-NextN-layer graphs do.
     - `observer`: the inspection hook, see PassSnapshot."""
 
     name: str
@@ -255,6 +260,12 @@ def drafts_from(decoder: Decoder) -> int:
 def drafter(decoder: Decoder) -> str:
     """What proposes `decoder`'s drafts (attribute `drafter`): "mtp" for the checkpoint's MTP depths (default)."""
     return str(getattr(decoder, "drafter", "mtp"))
+
+
+def drafter_depths(decoder: Decoder) -> int | None:
+    """How many of the checkpoint's MTP depths `decoder` drafts with (attribute `drafter_depths`); None: all."""
+    depths = getattr(decoder, "drafter_depths", None)
+    return None if depths is None else int(depths)
 
 
 # --- inspection hook ------------------------------------------------------------------------------------------

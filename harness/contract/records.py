@@ -29,6 +29,7 @@ RecordKind = Literal[
     "passes",
     "conformance",
     "isolation",
+    "speculation",
     "known",
     "greedy_check",
     "params",
@@ -238,6 +239,15 @@ class IsolationRecord(TypedDict):
     in_batch: list[int]
 
 
+class SpeculationRecord(TypedDict):
+    """A seeded sampled request whose tokens changed with speculation, for an engine that promises they do not
+    (suites/invariants/test_speculation_keeps_seeded_samples.py)."""
+
+    request: RequestRecord
+    without: list[int]
+    speculative: list[int]
+
+
 class KnownRecord(TypedDict):
     """A failure explained by recorded findings (harness/subjects/findings.py): which ones, and why."""
 
@@ -265,6 +275,7 @@ class CaseRecord(TypedDict):
     greedy_check: NotRequired[GreedyCheckRecord]
     conformance: NotRequired[ConformanceRecord]
     isolation: NotRequired[IsolationRecord]
+    speculation: NotRequired[SpeculationRecord]
     known: NotRequired[KnownRecord]
 
 
@@ -338,6 +349,7 @@ RECORD_TYPES: Mapping[str, type] = {
     "greedy_check": GreedyCheckRecord,
     "conformance": ConformanceRecord,
     "isolation": IsolationRecord,
+    "speculation": SpeculationRecord,
     "known": KnownRecord,
 }
 

@@ -7,7 +7,7 @@ families (single-file or sharded safetensors). Weights are read with safetensors
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
 
@@ -76,6 +76,12 @@ class ModelBundle:
     def new_target_cache(self) -> DynamicCache:
         """An empty cache for the target; a hybrid's knows which layers are attention (for its masks)."""
         return DynamicCache(config=self.config) if self.is_hybrid else DynamicCache()
+
+    def with_depths(self, count: int | None) -> ModelBundle:
+        """The same model with only its first `count` MTP depths (None: all of them)."""
+        if count is None or count >= len(self.depths):
+            return self
+        return replace(self, depths=nn.ModuleList(list(self.depths)[:count]))
 
     @property
     def eos_token_ids(self) -> tuple[int, ...]:

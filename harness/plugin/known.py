@@ -60,7 +60,7 @@ def judge(item: pytest.Item, call: pytest.CallInfo, report: pytest.TestReport) -
         report.outcome = "failed"
         report.longrepr = (
             f"[XPASS(strict)] watched by {slugs}, yet it passed: the engine no longer shows the bug here. Remove the "
-            "test from the finding's `failing` list (harness/subjects/engines/vllm_findings.py)."
+            "test from the finding's `failing` list (harness/subjects/engines/<engine>_findings.py)."
         )
         return
     case = FailedCase(

@@ -11,6 +11,7 @@ from harness.contract.decoder import Decoder
 from harness.decoding.mtp_decoder import MTPDecoder
 from harness.decoding.target_decoder import TargetOnlyDecoder
 from harness.models.loading import ModelBundle
+from harness.subjects.engines.llamacpp_subject import LlamaCppDecoder
 from harness.subjects.engines.vllm_subject import VLLMDecoder
 from harness.subjects.transformers.decoders import TransformersAssistedDecoder, TransformersMTPDecoder
 
@@ -41,8 +42,18 @@ def vllm(bundle: ModelBundle, device: torch.device, dtype: torch.dtype, engine_f
     return VLLMDecoder(bundle, speculative=False, engine_fixes=engine_fixes)
 
 
+def llamacpp_mtp(bundle: ModelBundle, device: torch.device, dtype: torch.dtype) -> Decoder:
+    return LlamaCppDecoder(bundle, speculative=True)
+
+
+def llamacpp(bundle: ModelBundle, device: torch.device, dtype: torch.dtype) -> Decoder:
+    return LlamaCppDecoder(bundle, speculative=False)
+
+
 # vLLM has no float64 path: runs without --dtype use float32 on CPU (bf16 on CUDA, as for every decoder)
 vllm_mtp.default_dtypes = vllm.default_dtypes = {"cpu": "float32", "cuda": "bfloat16"}
+# llama.cpp serves the GGUF's float32 weights on CPU
+llamacpp_mtp.default_dtypes = llamacpp.default_dtypes = {"cpu": "float32"}
 
 BUILTIN_DECODERS = {
     "target": target,
@@ -51,4 +62,6 @@ BUILTIN_DECODERS = {
     "transformers-assisted": transformers_assisted,
     "vllm-mtp": vllm_mtp,
     "vllm": vllm,
+    "llamacpp-mtp": llamacpp_mtp,
+    "llamacpp": llamacpp,
 }

@@ -27,6 +27,7 @@ def check_run_options(decoder: str, model: str, device: str, dtype: str | None) 
     check_decoder(decoder, device)
     check_device(device)
     check_model(model)
+    check_engine_serves_model(decoder, model)
 
 
 def check_dtype(dtype: str | None) -> None:
@@ -88,6 +89,16 @@ def check_decoder(decoder: str, device: str) -> None:
                 f"--decoder {decoder}: the {name} {flavour} environment is not installed; run "
                 f"`mtp-harness engine install {name} --flavour {flavour}`"
             )
+
+
+def check_engine_serves_model(decoder: str, model: str) -> None:
+    """An engine subject that needs more of the model directory than the harness does (llama.cpp: a GGUF)."""
+    from harness.subjects.engines.supported import engine_of_decoder
+
+    engine = engine_of_decoder(decoder)
+    problem = engine.model_problem(resolve_model_path(model)) if engine and engine.model_problem else None
+    if problem:
+        raise UsageError(f"--decoder {decoder} --model {model}: {problem}")
 
 
 def check_seed(seed: str | None) -> None:

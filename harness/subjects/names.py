@@ -13,7 +13,16 @@ from typing import Any
 
 ENTRY_POINT_GROUP = "mtp_harness.decoders"
 MUTANT_PREFIX = "mutant:"
-BUILTIN_NAMES = ("mtp", "target", "transformers-assisted", "transformers-mtp", "vllm", "vllm-mtp")
+BUILTIN_NAMES = (
+    "llamacpp",
+    "llamacpp-mtp",
+    "mtp",
+    "target",
+    "transformers-assisted",
+    "transformers-mtp",
+    "vllm",
+    "vllm-mtp",
+)
 MUTANT_NAMES = (
     "accept-if-equal",
     "bf16-tail-truncation",

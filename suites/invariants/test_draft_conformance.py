@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from harness.contract.decoder import DecodeRequest, drafter
+from harness.contract.decoder import DecodeRequest, drafter, drafter_depths
 from harness.contract.records import (
     ConformanceMismatchRecord,
     ConformanceRecord,
@@ -65,7 +65,8 @@ def conformance_record(k, prompts, requests, results, passes, expected) -> Confo
 
 def harness_drafts(bundle, passes, chunk=32):
     """The harness proposer's drafts for each prefix: the first pass of a fresh decode of that prefix
-    (decoded in batches of similar prefix length, to keep padding small)."""
+    (decoded in batches of similar prefix length, to keep padding small). `bundle` holds the MTP depths the
+    decoder under test drafts with."""
     order = sorted(range(len(passes)), key=lambda i: len(passes[i][0]))
     drafts = [None] * len(passes)
     decoder = MTPDecoder(bundle)
@@ -108,7 +109,8 @@ def test_greedy_drafts_equal_the_harness_proposers(decoder, bundle, prompts, req
     results = decoder.decode(requests)
     passes = proposed_drafts(requests, results)
     assert passes, "no drafts were proposed"
-    expected = harness_drafts(bundle, [(prefix, drafts) for prefix, drafts, *_ in passes])
+    proposer = bundle.with_depths(drafter_depths(decoder))  # the depths the decoder drafts with, the last reused
+    expected = harness_drafts(proposer, [(prefix, drafts) for prefix, drafts, *_ in passes])
     finals = {r.prompt_ids: r.prompt_ids + res.token_ids for r, res in zip(requests, results, strict=True)}
     continuation = [next(full for p, full in finals.items() if prefix[: len(p)] == p) for prefix, *_ in passes]
     subject = acceptance_per_depth([(prefix, drafts) for prefix, drafts, *_ in passes], continuation)

@@ -9,6 +9,7 @@ from harness.decoding.mtp_decoder import MTPDecoder
 from harness.subjects import registry
 from harness.subjects.engines import supported
 from harness.subjects.engines.environments import EngineEnvironment
+from harness.subjects.engines.llamacpp_findings import LLAMACPP_FINDINGS
 from harness.subjects.engines.vllm_findings import VLLM_FINDINGS
 from harness.subjects.findings import Finding, known_failures, suite_relative
 
@@ -58,15 +59,16 @@ def test_node_ids_are_matched_wherever_the_suites_live():
     assert suite_relative("/site-packages/suites/greedy/test_a.py::t") == "greedy/test_a.py::t"
 
 
-def test_every_vllm_finding_has_its_write_up_and_reproducer():
+@pytest.mark.parametrize(("findings", "engine"), [(VLLM_FINDINGS, "vLLM"), (LLAMACPP_FINDINGS, "llama.cpp")])
+def test_every_finding_has_its_write_up_and_reproducer(findings, engine):
     from harness.contract.paths import REPO_ROOT
 
-    for finding in VLLM_FINDINGS:
+    for finding in findings:
         document = REPO_ROOT / finding.document
         assert document.is_file(), f"{finding.slug}: no {finding.document}"
         assert (REPO_ROOT / finding.document.replace(".md", ".py")).is_file(), f"{finding.slug}: no reproducer"
         text = document.read_text()
-        assert "## Root cause" in text and "## Reproducer (vLLM alone)" in text and finding.versions[0] in text
+        assert "## Root cause" in text and f"## Reproducer ({engine} alone)" in text and finding.versions[0] in text
 
 
 class InstalledAt(EngineEnvironment):

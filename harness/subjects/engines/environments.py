@@ -3,8 +3,8 @@ gets its own virtual environment, built reproducibly from the pins below by `mtp
 
 Where they live: $MTP_HARNESS_ENGINES, else ~/.cache/mtp-harness/engines, one folder per engine, flavour and
 version (e.g. vllm-cpu-0.32.0), with an `engine.json` written once the environment imports the engine.
-To test an engine build of your own instead, point $MTP_HARNESS_<NAME>_PYTHON (e.g. MTP_HARNESS_VLLM_PYTHON)
-at the Python of an environment where it is installed.
+To test an engine build of your own instead, point $MTP_HARNESS_<NAME>_PYTHON (MTP_HARNESS_VLLM_PYTHON,
+MTP_HARNESS_LLAMACPP_PYTHON) at the Python of an environment where it is installed.
 """
 
 from __future__ import annotations
@@ -47,9 +47,14 @@ class Flavour:
 class EngineEnvironment:
     """An engine's environment: its flavours, the module that proves it imports, and where it lives."""
 
-    name: str  # "vllm"
+    name: str  # "vllm", "llama.cpp"
     flavours: tuple[Flavour, ...]
     probe: str  # a Python statement that imports the engine the way the server does
+    module: str = ""  # the module whose __version__ is the engine's version (default: the name)
+
+    @property
+    def module_name(self) -> str:
+        return self.module or self.name
 
     def flavour(self, name: str) -> Flavour:
         for flavour in self.flavours:
@@ -60,7 +65,7 @@ class EngineEnvironment:
 
     @property
     def python_override(self) -> str:
-        return f"MTP_HARNESS_{self.name.upper()}_PYTHON"
+        return f"MTP_HARNESS_{''.join(c for c in self.name.upper() if c.isalnum())}_PYTHON"  # llama.cpp: LLAMACPP
 
     def home(self, flavour: Flavour) -> Path:
         root = os.environ.get("MTP_HARNESS_ENGINES") or Path.home() / ".cache" / "mtp-harness" / "engines"
@@ -149,7 +154,9 @@ def _probe(environment: EngineEnvironment, python: Path) -> str | None:
     """The engine's version if `environment.probe` runs in that Python, else None."""
     if not python.is_file():
         return None
-    statement = f"{environment.probe}\nprint('mtp-harness-version', __import__('{environment.name}').__version__)"
+    statement = (
+        f"{environment.probe}\nprint('mtp-harness-version', __import__('{environment.module_name}').__version__)"
+    )
     done = subprocess.run([str(python), "-c", statement], capture_output=True, text=True, check=False)
     for line in done.stdout.splitlines():
         if line.startswith("mtp-harness-version "):

@@ -72,10 +72,18 @@ class EngineProcess:
         self.info: dict = ready.get("engine", {})
 
     def decode(self, requests: Sequence[DecodeRequest]) -> list[DecodeResult]:
+        results = self.call("decode", {"requests": [request_message(r) for r in requests]}, f"{len(requests)} requests")
+        if not isinstance(results, list) or len(results) != len(requests):
+            raise EngineProtocolError(f"engine {self.label}: {len(requests)} requests, results {str(results)[:200]}")
+        return [parse_result(result, f"engine {self.label}, request {i}") for i, result in enumerate(results)]
+
+    def call(self, op: str, fields: Mapping[str, object], about: str) -> object:
+        """Send one operation (`decode`, or an engine's own, e.g. llama.cpp's `next_token_logprobs`) and return
+        the reply's results; an engine error raises EngineError."""
         self._calls += 1
         call = self._calls
-        self._send({"op": "decode", "id": call, "requests": [request_message(r) for r in requests]})
-        waiting_for = f"decode call {call} ({len(requests)} requests)"
+        self._send({"op": op, "id": call, **fields})
+        waiting_for = f"{op} call {call} ({about})"
         reply = self._receive(timeout=DECODE_TIMEOUT_SECONDS, waiting_for=waiting_for)
         if reply.get("id") != call:
             raise EngineProtocolError(f"engine {self.label}: reply to call {reply.get('id')}, expected {call}")
@@ -83,12 +91,9 @@ class EngineProcess:
             if reply.get("fatal"):
                 self.close()
             raise EngineError(
-                f"engine {self.label} failed decode call {call}: {reply['error']}\n{reply.get('traceback', '')}"
+                f"engine {self.label} failed {op} call {call}: {reply['error']}\n{reply.get('traceback', '')}"
             )
-        results = reply.get("results")
-        if not isinstance(results, list) or len(results) != len(requests):
-            raise EngineProtocolError(f"engine {self.label}: {len(requests)} requests, results {str(results)[:200]}")
-        return [parse_result(result, f"engine {self.label}, request {i}") for i, result in enumerate(results)]
+        return reply.get("results")
 
     @property
     def alive(self) -> bool:

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from harness.contract.errors import HarnessError
 from harness.subjects.engines.environments import EngineEnvironment
+from harness.subjects.engines.llamacpp_environment import LLAMACPP, missing_gguf
+from harness.subjects.engines.llamacpp_findings import LLAMACPP_FINDINGS
 from harness.subjects.engines.vllm_environment import VLLM
 from harness.subjects.engines.vllm_findings import VLLM_FINDINGS
 from harness.subjects.engines.vllm_reproducer import vllm_reproducer_script
@@ -22,9 +25,17 @@ class EngineSubject:
     findings: tuple[Finding, ...]
     # (group, run, filename) -> a greedy failure group's reproducer script that uses the engine alone
     reproducer: Callable[[dict[str, Any], dict[str, Any], str], str] | None = None
+    # model directory -> why the engine cannot serve it (checked at the door), or None
+    model_problem: Callable[[Path], str | None] | None = None
+    # whether a finding's documented fix can be applied inside the engine's process (--engine-fixes): vLLM is
+    # Python and is patched as it imports; llama.cpp is compiled into its wheel
+    fixable: bool = False
 
 
-ENGINES = {VLLM.name: EngineSubject(VLLM, ("vllm-mtp", "vllm"), VLLM_FINDINGS, vllm_reproducer_script)}
+ENGINES = {
+    VLLM.name: EngineSubject(VLLM, ("vllm-mtp", "vllm"), VLLM_FINDINGS, vllm_reproducer_script, fixable=True),
+    LLAMACPP.name: EngineSubject(LLAMACPP, ("llamacpp-mtp", "llamacpp"), LLAMACPP_FINDINGS, None, missing_gguf),
+}
 
 
 def engine_of_decoder(decoder: str) -> EngineSubject | None:
@@ -44,6 +55,12 @@ def engine_fixes(decoder: str, option: str) -> tuple[str, ...]:
     engine = engine_of_decoder(decoder)
     if engine is None:
         raise HarnessError(f"--engine-fixes {option}: decoder {decoder!r} is not an engine with findings to fix")
+    if not engine.fixable:
+        raise HarnessError(
+            f"--engine-fixes {option}: {engine.environment.name} is compiled into its wheel; the harness cannot apply "
+            "a finding's fix inside its process (build it with the fix and point "
+            f"{engine.environment.python_override} at that environment's Python)"
+        )
     known = {finding.slug for finding in engine.findings}
     wanted = known if option == ALL_FIXES else {slug.strip() for slug in option.split(",") if slug.strip()}
     unknown = sorted(wanted - known)

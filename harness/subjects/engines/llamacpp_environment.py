@@ -1,0 +1,41 @@
+"""llama.cpp's environment: the pinned xllamacpp wheel (llama.cpp with its native server, prebuilt for CPU) and
+the server script that runs in it, and where a model directory keeps its GGUF."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness.subjects.engines.environments import EngineEnvironment, Flavour
+
+XLLAMACPP_VERSION = "2026.10.11549"
+# the source distribution of that version: llama.cpp's tree the wheel was built from (its converter builds the
+# fixtures' GGUFs, fixtures/build_gguf.py; the findings cite its files)
+XLLAMACPP_SDIST_SHA256 = "c17ee1163006f70726abb9f72137830818f3d8cb60bfc34cb232d08428eaa22b"
+LLAMACPP = EngineEnvironment(
+    name="llama.cpp",
+    flavours=(Flavour("cpu", "xllamacpp", XLLAMACPP_VERSION),),
+    probe="import xllamacpp",
+    module="xllamacpp",
+)
+SERVER = Path(__file__).with_name("llamacpp_server.py")
+GGUF_FILE = "model.gguf"  # beside the safetensors checkpoint; the fixtures' are committed
+GGUF_MANIFEST = "gguf.json"
+
+
+def gguf_of(model_directory: Path) -> Path | None:
+    """The GGUF llama.cpp serves for a model directory: its model.gguf, else its only *.gguf; None if neither."""
+    named = model_directory / GGUF_FILE
+    if named.is_file():
+        return named
+    found = sorted(model_directory.glob("*.gguf"))
+    return found[0] if len(found) == 1 else None
+
+
+def missing_gguf(model_directory: Path) -> str | None:
+    """Why llama.cpp cannot serve a model directory (no GGUF in it), or None."""
+    if gguf_of(model_directory) is not None:
+        return None
+    return (
+        f"{model_directory} has no GGUF for llama.cpp ({GGUF_FILE}, or a single *.gguf); the fixtures' are built by "
+        "fixtures/build_gguf.py"
+    )

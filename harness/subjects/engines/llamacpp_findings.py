@@ -1,0 +1,59 @@
+"""Bugs the suites found in llama.cpp (write-ups in docs/findings/), with the tests each one fails and the signature
+that tells its failure from another bug's (harness/subjects/engines/llamacpp_signatures.py).
+
+Both are watched as `may_fail`: whether a case shows them depends on the drafts, and llama.cpp's drafts depend on
+what its slot decoded before (the second finding), which changes with the order pytest-xdist gives the tests. A
+watched case that fails must be explained by a signature; one that passes is not taken for a fix. llama.cpp is a
+compiled engine: no fix can be applied inside its process (--engine-fixes has nothing to apply), so the record is
+all a signature reads, and each finding says what its signature cannot tell apart."""
+
+from __future__ import annotations
+
+from harness.subjects.engines import llamacpp_signatures as signatures
+from harness.subjects.findings import Finding
+
+NATURAL = "greedy/test_greedy_identity.py::test_natural_drafts_reproduce_the_reference"
+BATCH_ALONE = "greedy/test_greedy_identity.py::test_a_batch_of_mixed_prompts_equals_each_prompt_alone"
+CONFORMANCE = "invariants/test_draft_conformance.py::test_greedy_drafts_equal_the_harness_proposers"
+RNG_ISOLATION = "invariants/test_rng_isolation.py::test_a_sampled_request_is_independent_of_its_batch"
+SPECULATION = (
+    "invariants/test_speculation_keeps_seeded_samples.py::test_a_seeded_sample_is_the_same_with_and_without_speculation"
+)
+VERSION = "2026.10.11549"  # xllamacpp, llama.cpp's tree of that wheel (it reports b0-unknown)
+
+ACCEPTED_TOKENS_DROPPED_AT_THE_CONTEXT_END = Finding(
+    slug="llamacpp-draft-mtp-drops-accepted-tokens-at-the-context-end",
+    title="with draft-mtp, a pass whose accepted drafts reach the end of the slot's context emits only part of what "
+    "it accepted: the output stops up to k tokens short of the same request without speculation",
+    engine="llama.cpp",
+    decoders=("llamacpp-mtp",),
+    versions=(VERSION,),
+    flavours=("cpu",),
+    failing={},
+    may_fail={"*": (f"{NATURAL}[long-*]", f"{BATCH_ALONE}[*]", f"{SPECULATION}[*]")},
+    signature="an output that is a proper prefix of the right one (finish 'length'), ending within k + 1 tokens of "
+    "the context end, for a request whose prompt and max_new_tokens fit the context; no changed token",
+    explains=signatures.cut_short_at_the_context_end,
+)
+
+FIRST_TOKEN_PAIRED_WITH_A_STALE_HIDDEN_STATE = Finding(
+    slug="llamacpp-draft-mtp-pairs-the-first-prompt-token-with-a-stale-hidden-state",
+    title="draft-mtp enters the prompt's first token into the MTP layer's cache paired with a hidden state that does "
+    "not exist (zeros on a fresh slot, the slot's previous request's last state after that): drafts differ from the "
+    "checkpoint's MTP computation and depend on what the slot decoded before",
+    engine="llama.cpp",
+    decoders=("llamacpp-mtp",),
+    versions=(VERSION,),
+    flavours=("cpu",),
+    failing={},
+    may_fail={"*": (f"{BATCH_ALONE}[*]", f"{RNG_ISOLATION}[*]", f"{CONFORMANCE}[*]")},
+    signature="greedy and seeded tokens unchanged; two decodes of one request differ in their drafts only, or the "
+    "drafts differ from the checkpoint's MTP computation in at most a quarter of the passes. Another drafting bug of "
+    "that size would look the same in a draft-conformance record",
+    explains=signatures.only_the_drafts_differ,
+)
+
+LLAMACPP_FINDINGS: tuple[Finding, ...] = (
+    ACCEPTED_TOKENS_DROPPED_AT_THE_CONTEXT_END,
+    FIRST_TOKEN_PAIRED_WITH_A_STALE_HIDDEN_STATE,
+)

@@ -1,0 +1,355 @@
+"""The llama.cpp engine server: runs inside llama.cpp's own environment (xllamacpp, llama.cpp's native server
+built as a Python extension) and speaks the harness's wire protocol (harness/subjects/engines/wire.py).
+
+This file is executed by that environment's Python (`python llamacpp_server.py`) and needs only the standard
+library and xllamacpp. The harness imports it only for its pure parts (the request it sends, the log parser),
+which its unit tests check on recorded logs.
+
+llama.cpp is tested as shipped: one `xllamacpp.Server` per configuration, with speculation `draft-mtp` (the
+checkpoint's NextN layer drafting) and the draft length fixed when the server starts, requests sent as token ids
+through the server's own completion handler. What the server adds is observation only:
+
+- requests run in the server's parallel slots, one thread per slot, each request pinned to its slot
+  (`id_slot`), so that the slot's log lines belong to it;
+- the verification passes come from llama.cpp's own log: with LLAMA_TRACE set and verbosity 5 the server logs
+  per slot and pass the drafted tokens (`draft candidate 0, pos i`), the draft it verified (`generate_draft:
+  ... #draft=n`), the count the target accepted (`accepted a/n draft tokens`, or `... (restore checkpoint)`
+  when a hybrid model restores its recurrent state and replays) and every token it emits (`next token: t`).
+  llama.cpp writes its log to file descriptor 2: the server reads it through a pipe, parses it and passes the
+  lines of level I and above on to the harness's engine log.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+PROTOCOL = 1
+SEED_MODULUS = 0xFFFFFFFF  # llama.cpp's seeds are uint32 and 0xFFFFFFFF means "random": seeds are taken mod this
+# the contract's law (temperature -> top-k -> top-p, harness/contract/decoder.py SamplingConfig) as a llama.cpp
+# sampler chain: top-k commutes with temperature, top-p must see the tempered probabilities (llama.cpp's default
+# chain applies temperature last, after top-p and min-p at temperature 1); nothing else (min-p, penalties, ...)
+SAMPLERS = ["top_k", "temperature", "top_p"]
+FINISH_REASONS = {"eos": "eos", "limit": "length"}
+LOG_WAIT_SECONDS = 60.0
+
+_LINE = re.compile(r"^\d+\.\d+\.\d+\.\d+ (?P<level>[A-Z]) (?P<message>.*)$")
+# where a log record starts: a message written without its newline runs on into the next record's line
+_RECORD_START = re.compile(r"(?<=[^\d\s])(?=\d+\.\d{2}\.\d{3}\.\d{3} [A-Z] )")
+_SLOT = re.compile(r"^slot +\S+: id +(?P<slot>\d+) \| task (?P<task>-?\d+) \| (?P<text>.*)$")
+_CANDIDATE = re.compile(r"^spec +\S+: +- seq_id (?P<seq>\d+), draft candidate +0, pos +(?P<pos>\d+): +(?P<token>\d+) ")
+_LAUNCH = re.compile(r"^processing task")
+_DRAFTED = re.compile(r"^generate_draft: id=\d+, #tokens=\d+, #draft=(?P<n>\d+),")
+_NO_DRAFT = re.compile(r"^slot decode token, id=")
+_ACCEPTED = re.compile(
+    r"^accepted +(?P<accepted>\d+)/ *(?P<drafted>\d+) draft tokens(?P<restore> \(restore checkpoint\))?$"
+)
+_EMITTED = re.compile(r"^n_gen = (?P<n>\d+), n_remaining = -?\d+, next token: +(?P<token>\d+) ")
+_RELEASED = re.compile(r"^stop processing")
+
+
+def completion_request(request: dict, slot: int) -> dict:
+    """The llama.cpp completion request for one wire request (harness/subjects/engines/wire.py), on `slot`."""
+    return {
+        "prompt": list(request["prompt_ids"]),  # token ids, used as they are (no BOS added)
+        "n_predict": int(request["max_new_tokens"]),
+        "temperature": float(request["temperature"]),
+        "top_k": int(request["top_k"]),
+        "top_p": float(request["top_p"]),
+        "samplers": SAMPLERS,
+        "seed": int(request["seed"]) % SEED_MODULUS,
+        "id_slot": slot,
+        "cache_prompt": False,
+        "return_tokens": True,
+        "verbose": True,  # the token ids are in the completion's __verbose part
+    }
+
+
+@dataclass
+class Pass:
+    """One verification pass of a slot, as llama.cpp logged it."""
+
+    drafts: list[int] = field(default_factory=list)
+    accepted: int = 0
+    emitted: list[int] = field(default_factory=list)
+    restored: bool = False  # a hybrid model's rejection: state restored, the accepted tokens replayed next
+
+
+@dataclass
+class Task:
+    """One request on one slot: its passes in order."""
+
+    task: int
+    passes: list[Pass] = field(default_factory=list)
+    released: bool = False
+    candidates: list[int] = field(default_factory=list)  # drafted tokens of the pass being drafted
+
+
+class LogParser:
+    """llama.cpp's log (verbosity 5, LLAMA_TRACE), read line by line into each slot's tasks and their passes."""
+
+    def __init__(self) -> None:
+        self.slots: dict[int, list[Task]] = {}  # slot -> its tasks in the order they ran
+        self.current: dict[int, Task] = {}  # slot -> the task it launched last (drafts name the slot only)
+        self.tasks: dict[int, Task] = {}  # task id -> task (a task's last lines may follow the next one's launch)
+
+    def feed(self, raw: str) -> None:
+        for record in _RECORD_START.split(raw.rstrip("\n")):
+            self._feed_record(record)
+
+    def _feed_record(self, raw: str) -> None:
+        line = _LINE.match(raw)
+        if line is None:
+            return  # a continuation of a message that held a newline
+        message = line["message"]
+        candidate = _CANDIDATE.match(message)
+        if candidate is not None:
+            task = self.current.get(int(candidate["seq"]))
+            if task is not None:
+                del task.candidates[int(candidate["pos"]) :]
+                task.candidates.append(int(candidate["token"]))
+            return
+        slot_line = _SLOT.match(message)
+        if slot_line is None:
+            return
+        slot, text = int(slot_line["slot"]), slot_line["text"]
+        if _LAUNCH.match(text):
+            task = Task(int(slot_line["task"]), [Pass()])  # the first token comes from the prefill, undrafted
+            self.current[slot] = self.tasks[task.task] = task
+            self.slots.setdefault(slot, []).append(task)
+            return
+        task = self.tasks.get(int(slot_line["task"]))
+        if task is None:
+            return
+        if (drafted := _DRAFTED.match(text)) is not None:
+            task.passes.append(Pass(drafts=task.candidates[: int(drafted["n"])]))
+            task.candidates = []
+        elif _NO_DRAFT.match(text):
+            task.passes.append(Pass())
+            task.candidates = []
+        elif (accepted := _ACCEPTED.match(text)) is not None:
+            task.passes[-1].accepted = int(accepted["accepted"])
+            task.passes[-1].restored = accepted["restore"] is not None
+        elif (emitted := _EMITTED.match(text)) is not None:
+            task.passes[-1].emitted.append(int(emitted["token"]))
+        elif _RELEASED.match(text):
+            task.released = True
+            if self.current.get(slot) is task:
+                del self.current[slot]
+
+    def released(self, slot: int) -> int:
+        return sum(task.released for task in self.slots.get(slot, []))
+
+
+def parse_log(lines: Iterable[str]) -> dict[int, list[Task]]:
+    """Slot -> its tasks in the order they ran, with their passes."""
+    parser = LogParser()
+    for line in lines:
+        parser.feed(line)
+    return parser.slots
+
+
+def steps_of(task: Task) -> list[dict]:
+    """The contract's verification steps (wire form) of a task. A restored pass (hybrid rollback) is the pass
+    that drafted: it committed its accepted drafts and the target's token, which llama.cpp emits in the replay
+    that follows; the replay's one further token is a pass without drafts."""
+    steps, start, passes = [], 0, list(task.passes)
+    while passes:
+        current = passes.pop(0)
+        emitted = current.emitted
+        if current.restored:
+            replay = passes.pop(0) if passes else Pass()
+            emitted = replay.emitted[: current.accepted + 1]
+            if replay.emitted[current.accepted + 1 :]:
+                passes.insert(0, Pass(emitted=replay.emitted[current.accepted + 1 :]))
+        if not emitted and not current.restored:
+            continue  # a pass whose slot stopped before it emitted (no such pass commits anything)
+        steps.append({"start": start, "drafts": current.drafts, "accepted": current.accepted, "emitted": emitted})
+        start += len(emitted)
+    return steps
+
+
+class LogPipe:
+    """llama.cpp's log (file descriptor 2) read through a pipe into a LogParser; the lines of level I and above are
+    passed on to the harness's engine log."""
+
+    def __init__(self) -> None:
+        self.harness_log = os.fdopen(os.dup(2), "w", buffering=1)
+        read_end, write_end = os.pipe()
+        os.dup2(write_end, 2)
+        os.close(write_end)
+        self.parser = LogParser()
+        self.changed = threading.Condition()
+        threading.Thread(target=self._read, args=(os.fdopen(read_end, errors="replace"),), daemon=True).start()
+
+    def _read(self, stream) -> None:  # noqa: ANN001 - a text file
+        for line in stream:
+            parsed = _LINE.match(line)
+            if parsed is None or parsed["level"] != "D":
+                self.harness_log.write(line)
+            with self.changed:
+                self.parser.feed(line)
+                self.changed.notify_all()
+
+    def take(self, released: dict[int, int], timeout: float) -> dict[int, list[Task]]:
+        """Once each slot has released `released[slot]` tasks (at most `timeout` seconds): the tasks parsed since
+        the last take; the parser starts afresh."""
+        deadline = time.monotonic() + timeout
+        with self.changed:
+            while not all(self.parser.released(slot) >= n for slot, n in released.items()):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise RuntimeError(f"llama.cpp's log did not show every request's end within {timeout:.0f} s")
+                self.changed.wait(left)
+            tasks, self.parser = self.parser.slots, LogParser()
+        return tasks
+
+
+class Engine:
+    """One llama.cpp server (in this process), with speculation draft-mtp at n_max = k, or none for k = 0."""
+
+    def __init__(self, config: dict) -> None:
+        os.environ["LLAMA_TRACE"] = "1"  # read once when the server loads the model: the per-pass accepted counts
+        self.log = LogPipe()
+        import xllamacpp
+
+        self.config = config
+        self.version = xllamacpp.__version__
+        self.slots = int(config.get("parallel", 4))
+        params = xllamacpp.CommonParams()
+        params.model.path = config["gguf"]
+        params.n_parallel = self.slots
+        params.n_ctx = int(config["n_ctx"]) * self.slots  # per slot: n_ctx / n_parallel (kv_unified off)
+        threads = int(config.get("threads", 1))
+        params.cpuparams.n_threads = threads
+        params.cpuparams_batch.n_threads = threads
+        # f32 KV caches and no flash attention, for the target and the MTP context: with llama.cpp's defaults (f16
+        # KV, flash attention auto) the logits are 1e-3 off the checkpoint's (docs/engines/llamacpp.md; 4e-6 with them)
+        f32, no_flash = (
+            xllamacpp.ggml_type.GGML_TYPE_F32,
+            xllamacpp.llama_flash_attn_type.LLAMA_FLASH_ATTN_TYPE_DISABLED,
+        )
+        params.cache_type_k = params.cache_type_v = f32
+        params.flash_attn_type = no_flash
+        params.warmup = False
+        params.fit_params = False
+        params.cache_ram_mib = 0  # no prompt cache between requests: every request starts from its own prompt
+        params.verbosity = 5  # the per-pass lines (parse_log)
+        k = int(config.get("num_draft_tokens", 0))
+        if k:
+            params.speculative.types = [xllamacpp.common_speculative_type.COMMON_SPECULATIVE_TYPE_DRAFT_MTP]
+            draft = params.speculative.draft
+            draft.n_max = draft.n_min = k  # k drafts whenever the slot has room for them
+            draft.p_min = 0.0  # no probability cut-off
+            draft.cache_type_k = draft.cache_type_v = f32
+        self.server = xllamacpp.Server(params)
+        self.log.take({}, LOG_WAIT_SECONDS)  # the start-up lines
+
+    def describe(self) -> dict:
+        return {"name": "llama.cpp", "version": self.version, "config": self.config, "fixes": []}
+
+    def decode(self, requests: list[dict]) -> list[dict]:
+        queues: list[list[int]] = [list(range(slot, len(requests), self.slots)) for slot in range(self.slots)]
+        responses: dict[int, dict] = {}
+
+        def serve(slot: int) -> None:
+            for index in queues[slot]:
+                responses[index] = self.server.handle_completions(completion_request(requests[index], slot))
+
+        threads = [threading.Thread(target=serve, args=(slot,)) for slot in range(self.slots) if queues[slot]]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        errors = [(i, r["error"]) for i, r in sorted(responses.items()) if "error" in r]
+        if errors:
+            raise RuntimeError(f"llama.cpp refused request {errors[0][0]}: {errors[0][1]}")
+        tasks = self.log.take({slot: len(queue) for slot, queue in enumerate(queues) if queue}, LOG_WAIT_SECONDS)
+        return [self._result(requests[index], responses[index], tasks, index) for index in range(len(requests))]
+
+    def next_token_logprobs(self, prompts: list[list[int]], vocab_size: int) -> list[list[list[float]]]:
+        """Per prompt and per prefix (lengths 1..len): the target's next-token log-probabilities over the whole
+        vocabulary, as llama.cpp computes them (the prefill's raw logits at temperature 1, `n_probs` = V)."""
+        out = []
+        for prompt in prompts:
+            rows = []
+            for length in range(1, len(prompt) + 1):
+                request = {
+                    "prompt": prompt[:length],
+                    "n_predict": 1,
+                    "temperature": 0.0,
+                    "n_probs": vocab_size,
+                    "cache_prompt": False,
+                    "verbose": True,
+                    "id_slot": 0,
+                }
+                response = self.server.handle_completions(request)
+                if "error" in response:
+                    raise RuntimeError(f"llama.cpp refused a log-probability request: {response['error']}")
+                row = [float("-inf")] * vocab_size
+                for entry in response["__verbose"]["completion_probabilities"][0]["top_logprobs"]:
+                    row[entry["id"]] = entry["logprob"]
+                rows.append(row)
+            out.append(rows)
+        self.log.take({0: sum(len(p) for p in prompts)}, LOG_WAIT_SECONDS)
+        return out
+
+    def _result(self, request: dict, response: dict, tasks: dict[int, list[Task]], index: int) -> dict:
+        slot = index % self.slots
+        task = tasks[slot][index // self.slots]
+        verbose = response["__verbose"]
+        tokens = list(verbose["tokens"])
+        finish = FINISH_REASONS.get(verbose.get("stop_type"))
+        if finish is None:
+            raise RuntimeError(f"request {index}: llama.cpp stopped with {verbose.get('stop_type')!r}")
+        steps = steps_of(task)
+        logged = [token for step in steps for token in step["emitted"]]
+        if logged != tokens:
+            raise RuntimeError(
+                f"request {index} (slot {slot}, task {task.task}): the log's passes emit {logged}, "
+                f"the completion holds {tokens}"
+            )
+        return {"token_ids": tokens, "finish_reason": finish, "steps": steps}
+
+
+def main() -> None:
+    reply_stream = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)  # anything printed goes to the log; stdout carries replies only
+
+    def reply(message: dict) -> None:
+        reply_stream.write(json.dumps(message) + "\n")
+
+    try:
+        config = json.loads(sys.stdin.readline())
+        engine = Engine(config)
+    except Exception as error:  # the harness shows this with the engine's log tail
+        reply({"ready": False, "error": f"{type(error).__name__}: {error}", "traceback": traceback.format_exc()})
+        return
+    reply({"ready": True, "protocol": PROTOCOL, "engine": engine.describe()})
+    for line in sys.stdin:
+        message = json.loads(line)
+        if message.get("op") == "shutdown":
+            break
+        try:
+            if (
+                message.get("op") == "next_token_logprobs"
+            ):  # the fixtures' check (suites/unit/test_llamacpp_fixtures.py)
+                results = engine.next_token_logprobs(message["prompts"], int(message["vocab_size"]))
+            else:
+                results = engine.decode(message["requests"])
+            reply({"id": message.get("id"), "results": results})
+        except Exception as error:  # the server's state after a failed call is unknown: exit, the next call restarts
+            error_text = f"{type(error).__name__}: {error}"
+            reply({"id": message.get("id"), "error": error_text, "traceback": traceback.format_exc(), "fatal": True})
+            break
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,109 @@
+"""llama.cpp as a subject: `llamacpp-mtp` (llama.cpp's own MTP drafting, `--spec-type draft-mtp`) and `llamacpp`
+(llama.cpp without speculation).
+
+llama.cpp runs in its own environment (`mtp-harness engine install llama.cpp`: the xllamacpp wheel, llama.cpp's
+native server built for CPU) and is driven out of process through harness/subjects/engines/llamacpp_server.py, on
+the GGUF beside the checkpoint (`model.gguf`; the fixtures' are built by fixtures/build_gguf.py). One server per
+k, started on first use and kept for the decoder's lifetime; a batch is decoded in the server's parallel slots.
+
+What llama.cpp serves here, and what it cannot:
+- k = num_draft_tokens is the draft length (`n_max` = `n_min` = k, `p_min` 0: k drafts whenever the slot has
+  room; fewer only where the context or max_new_tokens leaves less). Its MTP graphs hold one NextN layer and
+  draft steps 2..k reuse it on its own output (`drafter_depths` = 1).
+- Drafts are the NextN layer's argmax (draft_mode "greedy"); llama.cpp verifies by sampling the target's token
+  and accepting a draft only if it is that token, exact for any draft. It has no sampled-draft mode in this
+  configuration (its probabilistic drafting is off by default): draft_mode "sample" is not served.
+- Forced drafts: llama.cpp has no way to propose a token of the caller's choosing without changing its code, so
+  the forced-rejection cases are skipped with that reason.
+- EOS: llama.cpp ends a request at its vocabulary's end-of-generation tokens and has no per-request EOS ids;
+  requests must ask for the checkpoint's EOS ids.
+- The prefill samples output token 0 without drafts (`drafts_from` = 1).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+import torch
+
+from harness.contract.decoder import DecodeRequest, DecodeResult, InvalidRequest
+from harness.contract.errors import HarnessError
+from harness.decoding.batch import decode_in_groups
+from harness.models.loading import ModelBundle
+from harness.subjects.engines.llamacpp_environment import LLAMACPP, SERVER, gguf_of, missing_gguf
+from harness.subjects.engines.process import EnginePool, EngineProcess
+
+PARALLEL_SLOTS = int(os.environ.get("MTP_HARNESS_LLAMACPP_SLOTS", "4"))
+
+
+class LlamaCppDecoder:
+    """llama.cpp's server with draft-mtp speculation (or without speculation, speculative=False)."""
+
+    drafts_from = 1  # the prefill samples output token 0 without drafts
+    drafter_depths = 1  # llama.cpp's MTP graphs hold one NextN layer; draft steps 2..k reuse it
+
+    def __init__(self, bundle: ModelBundle, speculative: bool = True) -> None:
+        if bundle.dtype != torch.float32 or bundle.device.type != "cpu":
+            raise HarnessError(
+                "llama.cpp runs here on CPU with the GGUF's float32 weights: run it with --dtype float32 on cpu"
+            )
+        gguf = gguf_of(bundle.path)
+        if gguf is None:
+            raise HarnessError(missing_gguf(bundle.path))
+        self.bundle = bundle
+        self.gguf = gguf
+        self.speculative = speculative
+        self.name = "llamacpp-mtp" if speculative else "llamacpp"
+        cannot = {"forced_drafts"} if speculative else {"num_draft_tokens", "draft_mode", "forced_drafts"}
+        self.unsupported = frozenset(cannot)
+        self.serves = {"draft_mode": {"greedy"}} if speculative else {}
+        if not speculative:
+            self.plain_twin = None  # no speculation: nothing to compare with
+        self.pool = EnginePool()
+
+    @property
+    def engine_version(self) -> str | None:
+        return LLAMACPP.installed_version("cpu")
+
+    def decode(self, requests: Sequence[DecodeRequest]) -> list[DecodeResult]:
+        eos = self.bundle.eos_token_ids
+        for index, request in enumerate(requests):
+            if tuple(request.eos_token_ids) != tuple(eos):
+                raise InvalidRequest(
+                    f"request {index}: llama.cpp ends generation at its vocabulary's end-of-generation tokens "
+                    f"{list(eos)} only and has no per-request EOS ids; the request asks for "
+                    f"{list(request.eos_token_ids)}"
+                )
+
+        def decode_group(group: list[DecodeRequest], indices: list[int]) -> list[DecodeResult]:
+            key = self._engine_key(group[0])
+            return self.pool.get(key, lambda: self._start(key)).decode(group)
+
+        bundle = self.bundle
+        return decode_in_groups(requests, bundle.vocab_size, bundle.max_context, self._engine_key, decode_group)
+
+    def plain_twin(self) -> LlamaCppDecoder:
+        """llama.cpp without speculation: a seeded sampled request must give the same tokens (see the module)."""
+        return LlamaCppDecoder(self.bundle, speculative=False)
+
+    def close(self) -> None:
+        self.pool.close()
+
+    def _engine_key(self, request: DecodeRequest) -> int:
+        return request.num_draft_tokens if self.speculative else 0
+
+    def engine_config(self, k: int, draft_mode: str = "greedy") -> dict[str, object]:
+        """The configuration the server builds its llama.cpp server from (llamacpp_server.py, Engine); llama.cpp
+        drafts greedily whatever `draft_mode` (the signature every engine subject's has, for triage)."""
+        return {
+            "gguf": str(self.gguf.resolve()),
+            "n_ctx": self.bundle.max_context,
+            "parallel": PARALLEL_SLOTS,
+            "num_draft_tokens": k,
+            "threads": int(os.environ.get("MTP_HARNESS_ENGINE_THREADS", "1")),
+        }
+
+    def _start(self, k: int) -> EngineProcess:
+        label = f"{self.name}-{self.bundle.name}-k{k}" if self.speculative else f"llamacpp-{self.bundle.name}"
+        return EngineProcess(LLAMACPP.python("cpu"), SERVER, self.engine_config(k), {}, label)

@@ -1,0 +1,73 @@
+"""The llama.cpp subject reads each verification pass from llama.cpp's own log (harness/subjects/engines/
+llamacpp_server.py): checked on logs llama.cpp 2026.10.11549 (xllamacpp) wrote, one task of tiny-glm4-moe and
+one of the hybrid tiny-qwen3-next (whose rejections restore a recurrent-state checkpoint and replay), both at
+k = 2 with greedy sampling, 12 tokens."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness.subjects.engines.llamacpp_server import completion_request, parse_log, steps_of
+
+DATA = Path(__file__).parent / "data"
+
+
+def steps(log, slot):
+    [task] = parse_log((DATA / log).read_text().splitlines(keepends=True))[slot]
+    assert task.released
+    return [(s["start"], tuple(s["drafts"]), s["accepted"], tuple(s["emitted"])) for s in steps_of(task)]
+
+
+def test_passes_of_an_attention_model_are_read_from_the_log():
+    passes = steps("llamacpp-glm4-moe-k2-slot0.log", 0)
+    assert passes[:4] == [
+        (0, (), 0, (269,)),  # the prefill's token, undrafted
+        (1, (5, 2), 0, (28,)),
+        (2, (28, 28), 2, (28, 28, 28)),
+        (5, (28, 30), 1, (28, 28)),
+    ]
+    assert [t for *_, emitted in passes for t in emitted] == [269] + [28] * 11
+    assert all(len(drafts) <= 2 for _, drafts, _, _ in passes)
+
+
+def test_a_hybrid_models_restore_and_replay_is_the_pass_that_drafted_then_one_undrafted_pass():
+    passes = steps("llamacpp-qwen3-next-k2-slot1.log", 1)
+    assert passes[:8] == [
+        (0, (), 0, (9,)),
+        (1, (340, 221), 0, (199,)),  # rejected: state restored, then the replay commits 199 and samples 199
+        (2, (), 0, (199,)),
+        (3, (341, 269), 0, (33,)),
+        (4, (), 0, (78,)),
+        (5, (733, 12), 0, (335,)),
+        (6, (), 0, (911,)),
+        (7, (537, 10), 2, (537, 10, 292)),  # fully accepted: no restore
+    ]
+    assert [t for *_, emitted in passes for t in emitted] == [9, 199, 199, 33, 78, 335, 911, 537, 10, 292, 409, 261]
+
+
+def test_a_record_written_without_its_newline_and_token_texts_with_newlines_do_not_lose_a_pass():
+    lines = [
+        "0.00.001.000 I slot launch_slot_: id  3 | task 7 | processing task, is_child = 0\n",
+        "0.00.002.000 D No parser definition detected, assuming pure content parser."
+        "0.00.002.001 D slot process_toke: id  3 | task 7 | n_gen = 1, n_remaining = 2, next token:    11 '\n",
+        "'\n",  # the rest of a token text that held a newline
+        "0.00.003.000 D spec        draft:  - seq_id 3, draft candidate   0, pos   0:    12 (   0.500) 'a\n",
+        "0.00.003.500 D slot handle_last_: id  3 | task 7 | generate_draft: id=11, #tokens=4, #draft=1, pos_next=4\n",
+        "0.00.004.000 I slot   operator(): id  3 | task 7 | accepted  1/ 1 draft tokens\n",
+        "0.00.004.001 D slot process_toke: id  3 | task 7 | n_gen = 2, n_remaining = 1, next token:    12 'a\n",
+        "0.00.004.002 D slot process_toke: id  3 | task 7 | n_gen = 3, n_remaining = 0, next token:    13 'b\n",
+        "0.00.005.000 I slot      release: id  3 | task 7 | stop processing: n_tokens = 7, truncated = 0\n",
+    ]
+    [task] = parse_log(lines)[3]
+    assert steps_of(task) == [
+        {"start": 0, "drafts": [], "accepted": 0, "emitted": [11]},
+        {"start": 1, "drafts": [12], "accepted": 1, "emitted": [12, 13]},
+    ]
+
+
+def test_the_request_asks_for_the_contracts_law_and_a_seed_llama_cpp_does_not_take_for_random():
+    wire = {"prompt_ids": [5, 6], "max_new_tokens": 3, "temperature": 0.7, "top_k": 20, "top_p": 0.9, "seed": 2**32 - 1}
+    request = completion_request(wire, slot=2)
+    assert request["samplers"] == ["top_k", "temperature", "top_p"]  # top-p on the tempered law, nothing else
+    assert request["seed"] == 0 and request["id_slot"] == 2 and request["prompt"] == [5, 6]
+    assert completion_request({**wire, "seed": 7}, 0)["seed"] == 7
