@@ -42,7 +42,10 @@ def test_a_speculative_sample_cut_short_at_the_context_end_is_the_dropped_tokens
 
 
 def steps(tokens, drafts):
-    return [{"start": i, "drafts": [d], "accepted": 0, "emitted": [t]} for i, (t, d) in enumerate(zip(tokens, drafts))]
+    return [
+        {"start": i, "drafts": [d], "accepted": 0, "emitted": [t]}
+        for i, (t, d) in enumerate(zip(tokens, drafts, strict=True))
+    ]
 
 
 def test_two_decodes_that_differ_in_their_drafts_only_are_the_stale_hidden_state_finding():
