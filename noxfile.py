@@ -9,6 +9,8 @@
     nox -s lint           ruff check + ruff format --check
     nox -s docs           build the documentation site from docs/ (mkdocs, strict: a broken link fails)
     nox -s vllm           install vLLM's own environment, then the suites against vllm-mtp on its fixtures
+    nox -s llamacpp       install llama.cpp's own environment, then the suites against llamacpp-mtp on its fixtures
+    nox -s transformers   the suites against transformers' own MTP implementations
 
 Extra pytest arguments go after `--`, e.g. `nox -s greedy -- --decoder transformers-mtp`.
 """
@@ -107,3 +109,41 @@ def vllm(session: nox.Session) -> None:
                 "--report-dir", report_dir, *session.posargs,
             )  # fmt: skip
     session.run("mtp-harness", "summarize", *runs)
+
+
+LLAMACPP_MODELS = ("tiny-deepseek-v3", "tiny-glm4-moe", "tiny-qwen3-next")  # the GGUF fixtures (build_gguf.py)
+
+
+@nox.session
+def llamacpp(session: nox.Session) -> None:
+    """llama.cpp as the subject: its pinned environment (`mtp-harness engine install llama.cpp`), the GGUF fixtures
+    rebuilt and compared, then every suite against `llamacpp-mtp` on each GGUF fixture at the ci budget (.ci/run
+    runs them at the smoke budget), and the counts of the three runs. Options after `--` go to `mtp-harness run`."""
+    install(session)
+    session.run("mtp-harness", "engine", "install", "llama.cpp")
+    session.run("python", "fixtures/build_gguf.py", "--check")
+    runs = []
+    for model in LLAMACPP_MODELS:
+        report_dir = f"reports/nox-llamacpp-{model}"
+        runs.append(report_dir)
+        session.run(
+            "mtp-harness", "run", "--decoder", "llamacpp-mtp", "--model", model, "--report-dir", report_dir,
+            *session.posargs,
+        )  # fmt: skip
+    session.run("mtp-harness", "summarize", *runs)
+
+
+@nox.session
+def transformers(session: nox.Session) -> None:
+    """transformers' own MTP implementations as subjects on tiny-deepseek-v3, at the ci budget: the greedy suite on
+    transformers-mtp and transformers-assisted, and the sampling suite's k = 2 cases on transformers-mtp at N for a
+    TV shift of 0.2 (.ci/run runs transformers-mtp's greedy suite at the smoke budget only)."""
+    install(session)
+    for decoder in ("transformers-mtp", "transformers-assisted"):
+        session.run(
+            "mtp-harness", "run", "--suite", "greedy", "--decoder", decoder, "-n", "2", "--", "-k", "not separated"
+        )  # fmt: skip
+    session.run(
+        "mtp-harness", "run", "--suite", "sampling", "--decoder", "transformers-mtp", "-n", "2", "--", "-k", "k2",
+        "--sampling-tv", "0.2",
+    )  # fmt: skip
