@@ -6,7 +6,8 @@ watched test's call fails, the findings' signatures judge the failure from its r
 - explained by one or more: an expected failure (xfailed), whose failure message and records are kept and whose
   `known` record names the findings and why;
 - explained by none: a failure, with a section naming each watching finding it was not explained by;
-- an error in set-up or tear-down (an engine that does not start) is never a finding: it stays an error.
+- an error in set-up or tear-down, and an engine that did not start or stopped answering (EngineUnavailable, in
+  set-up or in the call), is never a finding: nothing the engine computed was seen, whatever its log says.
 A watched test that passes fails: the engine no longer shows the bug, and its entry must go (strict).
 """
 
@@ -19,6 +20,7 @@ import pytest
 
 from harness.contract.paths import resolve_model_path
 from harness.contract.records import RECORD_PREFIX, KnownRecord, attach_record
+from harness.subjects.engines.process import EngineUnavailable
 from harness.subjects.engines.supported import engine_of_decoder
 from harness.subjects.findings import FailedCase, Finding, explaining, known_failures, suite_relative
 
@@ -63,6 +65,10 @@ def judge(item: pytest.Item, call: pytest.CallInfo, report: pytest.TestReport) -
             "test from the finding's `failing` list (harness/subjects/engines/<engine>_findings.py)."
         )
         return
+    if call.excinfo is not None and call.excinfo.errisinstance(EngineUnavailable):
+        section = f"not explained by {slugs}: an engine that did not start or stopped answering is never a finding"
+        add_section(report, section)
+        return
     case = FailedCase(
         nodeid=item.nodeid,
         message=call.excinfo.exconly() if call.excinfo is not None else report.longreprtext,
@@ -80,10 +86,15 @@ def judge(item: pytest.Item, call: pytest.CallInfo, report: pytest.TestReport) -
         return
     lines = [f"not explained by {f.slug}: its signature is {f.signature}" for f in watched]
     lines += [f"{slug}: its signature could not read the failure: {error}" for slug, error in failed_signatures]
+    add_section(report, "\n".join(lines))
+
+
+def add_section(report: pytest.TestReport, text: str) -> None:
+    """Say in a failed report why no known finding explains it."""
     if hasattr(report.longrepr, "addsection"):
-        report.longrepr.addsection("mtp-harness: known findings", "\n".join(lines))
+        report.longrepr.addsection("mtp-harness: known findings", text)
     else:
-        report.longrepr = f"{report.longrepr}\n" + "\n".join(lines)
+        report.longrepr = f"{report.longrepr}\n{text}"
 
 
 def attached_records(report: pytest.TestReport) -> dict[str, object]:

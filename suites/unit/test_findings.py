@@ -88,14 +88,16 @@ def x_engine(monkeypatch):
 
 WATCHED_TESTS = """
 import pytest
-from harness.subjects.engines.process import EngineError
+from harness.subjects.engines.process import EngineUnavailable
 
 @pytest.fixture
 def engine_that_does_not_start():
-    raise EngineError("engine x-mtp-k2 did not start: x-bug-symptom in its log")
+    raise EngineUnavailable("engine x-mtp-k2 did not start: x-bug-symptom in its log")
 
-@pytest.mark.parametrize("p", ["p1-k2-known", "p1-k2-other"])
+@pytest.mark.parametrize("p", ["p1-k2-known", "p1-k2-other", "p1-k2-lazy"])
 def test_b(p):
+    if p.endswith("lazy"):  # engines start on first use, inside the test's call
+        raise EngineUnavailable("engine x-mtp-k2 did not start: x-bug-symptom in its log")
     raise AssertionError("x-bug-symptom" if p.endswith("known") else "a different bug")
 """
 
@@ -145,6 +147,14 @@ def test_an_engine_that_does_not_start_is_never_taken_for_a_finding(pytester, x_
     )
     result = pytester.runpytest_inprocess("greedy", "--decoder=x-mtp", "-p", "no:cacheprovider", "-k", "known")
     result.assert_outcomes(errors=1)  # a set-up error, though its message carries the symptom
+
+
+def test_an_engine_started_in_the_test_that_does_not_start_is_a_failure_though_its_log_shows_the_symptom(
+    pytester, x_engine
+):
+    result = watched_run(pytester, "lazy")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*not explained by x-bug: an engine that did not start or stopped answering*"])
 
 
 def test_the_vllm_signatures_refuse_a_start_up_failure_and_an_unrelated_crash():

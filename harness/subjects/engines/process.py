@@ -32,6 +32,11 @@ class EngineError(HarnessError):
     """An engine process failed to start, died, or reported an error for a decode call."""
 
 
+class EngineUnavailable(EngineError):
+    """An engine process that never became ready, or stopped answering and was killed at its timeout: nothing it
+    computed was seen, so such a failure is never taken for a finding (harness/plugin/known.py)."""
+
+
 class EngineProcess:
     """A running engine server: `decode(requests)` sends one batch and waits for its results."""
 
@@ -54,18 +59,21 @@ class EngineProcess:
                 env={**os.environ, **env},
             )
         except OSError as error:
-            raise EngineError(f"engine {label}: cannot start {python} {server}: {error}") from error
+            raise EngineUnavailable(f"engine {label}: cannot start {python} {server}: {error}") from error
         self._calls = 0
         try:
             self._send(self.config)
             ready = self._receive(timeout=STARTUP_TIMEOUT_SECONDS, waiting_for="the engine to start")
+        except EngineError as error:
+            self.close()
+            raise EngineUnavailable(str(error)) from error
         except HarnessError:
             self.close()
             raise
         if not ready.get("ready"):
             tail = self.log_tail()
             self.close()
-            raise EngineError(f"engine {label} did not start: {ready.get('error')}\n{tail}")
+            raise EngineUnavailable(f"engine {label} did not start: {ready.get('error')}\n{tail}")
         if ready.get("protocol") != PROTOCOL:
             self.close()
             raise EngineProtocolError(f"engine {label} speaks protocol {ready.get('protocol')}, the harness {PROTOCOL}")
@@ -132,7 +140,7 @@ class EngineProcess:
                 selector.register(stdout, selectors.EVENT_READ)
                 if not selector.select(timeout):
                     self.process.kill()
-                    raise EngineError(
+                    raise EngineUnavailable(
                         f"engine {self.label}: no answer after {timeout:.0f} s while the harness waited for "
                         f"{waiting_for}; killed it\n{self.log_tail()}"
                     )
