@@ -122,9 +122,12 @@ def build_parser() -> argparse.ArgumentParser:
         "engine", help="the environments of out-of-process engines (vLLM): install one, or show where they are"
     )
     engine.add_argument("action", choices=["install", "status"], help="install (idempotent) or status")
-    engine.add_argument("name", help="engine name (vllm)")
+    engine.add_argument("name", help="engine name (vllm, llama.cpp)")
     engine.add_argument(
-        "--flavour", choices=["cpu", "cuda"], default=None, help="default: cuda when this machine has a CUDA GPU"
+        "--flavour",
+        choices=["cpu", "cuda"],
+        default=None,
+        help="default: the engine's only flavour (llama.cpp: cpu), else cuda when this machine has a CUDA GPU",
     )
     summarize = commands.add_parser(
         "summarize",
@@ -291,7 +294,7 @@ def engine(args: argparse.Namespace) -> int:
         print(f"mtp-harness engine: unknown engine {args.name!r}; known: {', '.join(sorted(ENGINES))}", file=sys.stderr)
         return 2
     environment = ENGINES[args.name].environment
-    flavour = args.flavour or default_flavour()
+    flavour = args.flavour or default_flavour(environment)
     try:
         if args.action == "install":
             install(environment, flavour, log=lambda line: print(f"mtp-harness engine: {line}", flush=True))

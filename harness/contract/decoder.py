@@ -195,6 +195,8 @@ class Decoder(Protocol):
       whose k is fixed by its MTP depths, {"draft_mode": {"sample"}} for one that samples its drafts whenever
       the target samples. draft_mode only matters when the target samples: at temperature 0 a draft sampled
       from the processed q is its argmax, the greedy draft.
+    - `why_unsupported`: capability or request field -> why the decoder cannot serve it, in words; the skip
+      reason of every case it cannot serve says it.
     - `drafts_from`: the first output position the decoder drafts for: 0 by default; 1 for an engine whose
       prefill samples the first token without drafts, as vLLM's and transformers' MTP generation do.
     - `drafter`: what proposes the drafts: "mtp" (the checkpoint's MTP depths, the default) or a description
@@ -240,14 +242,19 @@ def cannot_serve(decoder: Decoder, *capabilities: str, **values: object) -> str 
     unknown = set(capabilities) - set(CAPABILITIES)
     if unknown:
         raise HarnessError(f"unknown capabilities {sorted(unknown)}: the known ones are {', '.join(CAPABILITIES)}")
+    reasons = dict(getattr(decoder, "why_unsupported", {}))
+
+    def because(name: str) -> str:
+        return f": {reasons[name]}" if name in reasons else ""
+
     lacking = sorted(set(capabilities) & unsupported_fields(decoder))
     if lacking:
-        return f"decoder {decoder.name!r} declares it cannot honour {', '.join(lacking)}"
+        return f"decoder {decoder.name!r} declares it cannot honour {', '.join(lacking)}{because(lacking[0])}"
     served = served_values(decoder)
     for name, value in values.items():
         if name in served and value not in served[name]:
             allowed = ", ".join(repr(v) for v in sorted(served[name], key=str))
-            return f"decoder {decoder.name!r} serves {name} in {{{allowed}}}, not {value!r}"
+            return f"decoder {decoder.name!r} serves {name} in {{{allowed}}}, not {value!r}{because(name)}"
     return None
 
 

@@ -65,3 +65,15 @@ def test_sampling_cases_ask_for_their_k_draft_mode_and_forcing():
     assert served and all(cases[c].k == 2 and cases[c].draft_mode == "sample" for c in served)
     assert len(served) == sum(case.k == 2 and case.draft_mode == "sample" for case in cases.values())
     assert all(case.needs()[1]["num_draft_tokens"] == case.k for case in cases.values())
+
+
+def test_a_declared_reason_is_given_with_what_the_decoder_cannot_serve():
+    decoder = Declared(unsupported=frozenset({"forced_drafts"}), serves={"draft_mode": {"greedy"}})
+    decoder.why_unsupported = {"forced_drafts": "no draft hook", "draft_mode": "argmax drafts only"}
+    assert (
+        cannot_serve(decoder, "forced_drafts")
+        == "decoder 'engine' declares it cannot honour forced_drafts: no draft hook"
+    )
+    assert cannot_serve(decoder, draft_mode="sample") == (
+        "decoder 'engine' serves draft_mode in {'greedy'}, not 'sample': argmax drafts only"
+    )

@@ -103,8 +103,11 @@ class EngineEnvironment:
         return done.stdout.strip() or None
 
 
-def default_flavour() -> str:
-    """cuda when this machine has a CUDA GPU (as seen by the harness's torch), else cpu."""
+def default_flavour(environment: EngineEnvironment) -> str:
+    """The engine's only flavour where it has one (llama.cpp: cpu); else cuda when this machine has a CUDA GPU
+    (as seen by the harness's torch), else cpu."""
+    if len(environment.flavours) == 1:
+        return environment.flavours[0].name
     import torch
 
     return "cuda" if torch.cuda.is_available() else "cpu"

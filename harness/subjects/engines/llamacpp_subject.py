@@ -35,6 +35,11 @@ from harness.subjects.engines.llamacpp_environment import LLAMACPP, SERVER, gguf
 from harness.subjects.engines.process import EnginePool, EngineProcess
 
 PARALLEL_SLOTS = int(os.environ.get("MTP_HARNESS_LLAMACPP_SLOTS", "4"))
+WHY_UNSUPPORTED = {
+    "forced_drafts": "llama.cpp has no way to propose a token of the caller's choosing without changing its code",
+    "draft_mode": "llama.cpp's draft-mtp drafts the NextN layer's argmax; it has no sampled-draft mode here",
+    "num_draft_tokens": "llama.cpp without speculation drafts nothing",
+}
 
 
 class LlamaCppDecoder:
@@ -58,6 +63,7 @@ class LlamaCppDecoder:
         cannot = {"forced_drafts"} if speculative else {"num_draft_tokens", "draft_mode", "forced_drafts"}
         self.unsupported = frozenset(cannot)
         self.serves = {"draft_mode": {"greedy"}} if speculative else {}
+        self.why_unsupported = WHY_UNSUPPORTED
         if not speculative:
             self.plain_twin = None  # no speculation: nothing to compare with
         self.pool = EnginePool()
