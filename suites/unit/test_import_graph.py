@@ -139,7 +139,9 @@ def test_the_layer_rule_names_an_import_against_the_order(module, imported, comp
 
 
 def test_every_subpackage_says_what_it_holds_and_what_it_may_import():
-    for name in LAYERS:
+    nested = sorted(path.parent.relative_to(PACKAGE).as_posix() for path in PACKAGE.glob("*/*/__init__.py"))
+    assert "subjects/engines" in nested
+    for name in [*LAYERS, *nested]:
         doc = ast.get_docstring(ast.parse((PACKAGE / name / "__init__.py").read_text())) or ""
         assert "Imports:" in doc or name == "plugin", f"harness/{name}/__init__.py: no 'Imports:' line"
         assert len(doc.split()) >= 25, f"harness/{name}/__init__.py: its docstring does not say what lives there"
