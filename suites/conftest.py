@@ -1,0 +1,148 @@
+"""What the suites share: the target-only greedy reference of every prompt fixture, computed once per session, and
+the token comparison with its records (the greedy suite and the engine suite use them)."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+
+import pytest
+import torch
+
+from harness.checks.divergence import Divergence, NearTieWarning, check_against_target
+from harness.checks.references import GreedyReference, target_greedy_references
+from harness.contract.decoder import DecodeRequest, DecodeResult
+from harness.contract.records import DivergenceRecord, GreedyCheckRecord, PassesRecord, attach_record, step_records
+from harness.models.loading import ModelBundle, bundle_for
+from harness.models.prompts import Prompt
+from harness.models.teacher_forcing import target_forward
+
+
+@pytest.fixture(scope="session")
+def rescoring_bundle(pytestconfig: pytest.Config, bundle: ModelBundle) -> ModelBundle:
+    """The precise model near-ties are judged by: float64 on CPU, float32 on CUDA (the run's bundle if it is)."""
+    precise = torch.float32 if bundle.device.type == "cuda" else torch.float64
+    if bundle.dtype == precise:
+        return bundle
+    return bundle_for(pytestconfig.getoption("--model"), str(bundle.device), str(precise).removeprefix("torch."))
+
+
+@pytest.fixture(scope="session")
+def greedy_references(
+    bundle: ModelBundle, rescoring_bundle: ModelBundle, prompts: list[Prompt]
+) -> dict[str, GreedyReference]:
+    """Target-only greedy output of every prompt fixture (the run's dtype), re-scored for the runner-up."""
+    return target_greedy_references(bundle, rescoring_bundle, prompts)
+
+
+TOP_TOKENS = 5
+
+
+def divergence_record(
+    divergence: Divergence,
+    reference: GreedyReference,
+    expected: tuple[int, ...],
+    result: DecodeResult,
+    request: DecodeRequest | None,
+    rescoring_bundle: ModelBundle,
+) -> DivergenceRecord:
+    """Everything the report shows about one divergence: both sequences as (id, text), the target's top
+    tokens at the divergent index (re-scored), the forced schedule and the decoder's per-pass trace."""
+    decode = rescoring_bundle.tokenizer.decode
+    with torch.no_grad():
+        prefix = torch.tensor([[*reference.prompt_ids, *expected[: divergence.index]]], device=rescoring_bundle.device)
+        _, logits = target_forward(rescoring_bundle.target, prefix)
+    top = torch.softmax(logits[0, -1].double(), dim=-1).topk(TOP_TOKENS)
+    return {
+        **divergence.to_dict(),
+        "prompt_id": reference.prompt.id,
+        "dtype": str(rescoring_bundle.dtype).removeprefix("torch."),
+        "num_draft_tokens": request.num_draft_tokens if request else None,
+        # the request itself, for shrinking and the reproducer (harness/triage/shrink.py, harness/triage/reproducer.py)
+        "prompt_ids": list(request.prompt_ids) if request else None,
+        "max_new_tokens": request.max_new_tokens if request else None,
+        "eos_token_ids": list(request.eos_token_ids) if request else None,
+        "reference_tokens": [{"id": t, "text": decode([t])} for t in expected],
+        "actual_tokens": [{"id": t, "text": decode([t])} for t in result.token_ids],
+        "top5": [
+            {"id": int(i), "text": decode([int(i)]), "probability": float(v)}
+            for v, i in zip(top.values, top.indices, strict=True)
+        ],
+        "forced_drafts": {
+            str(position): token for position, token in (request.forced_drafts if request else {}).items()
+        },
+        "steps": step_records(result.steps),
+    }
+
+
+@pytest.fixture
+def check_tokens(bundle: ModelBundle, rescoring_bundle: ModelBundle, record_property):
+    """check(reference, result, expected=None, request=None): the decoder's tokens must equal the target-only
+    reference's (harness/checks/divergence.py check_against_target). A bf16/fp16 near-tie (the decoder's token
+    within the dtype's tolerance of the precise best) is recorded and warned, and the check goes on against the
+    reference continued from the decoder's own prefix; a divergence fails. Returns the near-ties. Records how
+    many output positions were checked (`greedy_check`), and the failing divergence, else the first near-tie."""
+
+    def check(
+        reference: GreedyReference,
+        result: DecodeResult,
+        expected: tuple[int, ...] | None = None,
+        request: DecodeRequest | None = None,
+    ) -> tuple[Divergence, ...]:
+        expected = reference.tokens if expected is None else expected
+        request = request or reference.request()
+        outcome = check_against_target(bundle, rescoring_bundle, request, expected, result.token_ids)
+        attach_record(
+            record_property,
+            "greedy_check",
+            GreedyCheckRecord(
+                positions=len(result.token_ids),
+                checked=outcome.checked,
+                near_ties=[divergence.index for divergence in outcome.near_ties],
+            ),
+        )
+        for divergence in outcome.near_ties:
+            warnings.warn(NearTieWarning(f"prompt {reference.prompt.id}: {divergence.describe()}"), stacklevel=2)
+        shown = outcome.failure or (outcome.near_ties[0] if outcome.near_ties else None)
+        if shown is not None:
+            record = divergence_record(shown, reference, outcome.reference, result, request, rescoring_bundle)
+            attach_record(record_property, "divergence", record)
+        if outcome.failure is not None:
+            pytest.fail(f"prompt {reference.prompt.id}: {outcome.failure.describe()}", pytrace=False)
+        return outcome.near_ties
+
+    return check
+
+
+@pytest.fixture
+def passes_on_failure(record_property):
+    """with passes_on_failure(reference, request, result, expected=..., other=...): a check inside that fails
+    attaches the request's verification passes (a `passes` record: what a finding's signature reads) before
+    the failure goes on. expected: (start, emitted) per pass as a schedule implies them; other: (what, result)
+    of a second decode of the same request that the check compares with."""
+
+    @contextmanager
+    def recording(
+        reference: GreedyReference,
+        request: DecodeRequest,
+        result: DecodeResult,
+        expected: Sequence[tuple[int, int]] | None = None,
+        other: tuple[str, DecodeResult] | None = None,
+    ) -> Iterator[None]:
+        try:
+            yield
+        except (AssertionError, pytest.fail.Exception):
+            record = PassesRecord(
+                prompt_id=reference.prompt.id,
+                num_draft_tokens=request.num_draft_tokens,
+                forced_drafts={str(p): t for p, t in request.forced_drafts.items()},
+                expected=[list(pair) for pair in expected] if expected is not None else None,
+                steps=step_records(result.steps),
+                other_steps=step_records(other[1].steps) if other else None,
+                other=other[0] if other else None,
+            )
+            attach_record(record_property, "passes", record)
+            raise
+
+    return recording
