@@ -24,7 +24,8 @@ SUITE_MARKERS = {
     "greedy": "greedy",
     "sampling": "sampling",
     "invariants": "invariants",
-    "all": "greedy or sampling or invariants",
+    "engine": "engine",
+    "all": "greedy or sampling or invariants or engine",
 }
 
 
@@ -32,6 +33,23 @@ WORKERS_HELP = (
     "pytest-xdist workers: a number, 0 for one process, or auto for one per usable core; default: one per "
     "usable core on a CPU device, one process on an accelerator (each worker loads its own copy of the model)"
 )
+
+
+def suites_option(value: str) -> str:
+    """--suite: one of SUITE_MARKERS or `mutants`, or several suites joined by commas (greedy,invariants)."""
+    names = [name.strip() for name in value.split(",") if name.strip()]
+    known = [*SUITE_MARKERS, "mutants"]
+    unknown = [name for name in names if name not in known]
+    if unknown or not names or ("mutants" in names and len(names) > 1):
+        raise argparse.ArgumentTypeError(
+            f"{value!r}: expected {', '.join(sorted(known))}, or suites joined by commas (mutants alone)"
+        )
+    return ",".join(names)
+
+
+def suites_marker(suite: str) -> str:
+    """The pytest -m expression of an --suite value."""
+    return " or ".join(SUITE_MARKERS[name] for name in suite.split(","))
 
 
 def usable_cores() -> int:
@@ -82,9 +100,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--suite",
-        choices=[*sorted(SUITE_MARKERS), "mutants"],
+        type=suites_option,
         default="all",
-        help="which suites (default: all = greedy, sampling, invariants; mutants: the mutation catalogue)",
+        metavar="{" + ",".join(sorted([*SUITE_MARKERS, "mutants"])) + "}",
+        help="which suites, one or several joined by commas (default: all = greedy, sampling, invariants, engine; "
+        "mutants: the mutation catalogue)",
     )
     run.add_argument("--decoder", default="mtp", help="decoder under test (default: mtp)")
     run.add_argument("--model", default=str(DEFAULT_MODEL), help="model directory or fixture name")
@@ -99,6 +119,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="none|all|SLUG[,SLUG...]",
         help="an engine subject with the documented fix of the named findings applied inside its process (beneath "
         "the known bugs); default none: the engine as shipped",
+    )
+    run.add_argument(
+        "--engine-config",
+        default="default",
+        metavar="NAME",
+        help="an engine subject under a deployed configuration (vLLM: prefix-cache, chunked-prefill, preempt, queue, "
+        "async; llama.cpp: prefix-cache, chunked-prefill, queue); default: the harness's own engine settings",
     )
     run.add_argument("--budget", choices=sorted(BUDGETS), default=DEFAULT_BUDGET, help=BUDGET_HELP)
     run.add_argument("-n", "--workers", type=workers_option, default=None, help=WORKERS_HELP)
@@ -163,7 +190,7 @@ def build_parser() -> argparse.ArgumentParser:
 def pytest_command(args: argparse.Namespace, junit: Path) -> list[str]:
     """The pytest invocation for `mtp-harness run` (printed, so a run can be reproduced by hand); the
     report goes beside the JUnit file. Progress comes from harness.plugin.progress instead of a dot per test."""
-    command = [*suites_pytest([SUITES]), "-m", SUITE_MARKERS[args.suite], "-q"]
+    command = [*suites_pytest([SUITES]), "-m", suites_marker(args.suite), "-q"]
     command += ["-p", "harness.plugin.progress", "-o", "console_output_style=classic"]
     command.append(f"--harness-report={junit.parent}")
     command += [f"--decoder={args.decoder}", f"--model={args.model}", f"--device={args.device}"]
@@ -173,6 +200,8 @@ def pytest_command(args: argparse.Namespace, junit: Path) -> list[str]:
         command.append(f"--harness-seed={args.harness_seed}")
     if args.engine_fixes != "none":
         command.append(f"--engine-fixes={args.engine_fixes}")
+    if args.engine_config != "default":
+        command.append(f"--engine-config={args.engine_config}")
     if args.budget != DEFAULT_BUDGET:
         command.append(f"--harness-budget={args.budget}")
     workers = resolve_workers(args.workers, args.device)
@@ -209,12 +238,13 @@ def format_summary(per_suite: dict[str, Counter]) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from harness.subjects.door import check_run_options, check_seed
-    from harness.subjects.engines.supported import engine_fixes
+    from harness.subjects.engines.supported import engine_configuration, engine_fixes
 
     try:  # bad input stops here, as one line, before pytest starts
         check_run_options(args.decoder, args.model, args.device, args.dtype)
         check_seed(args.harness_seed)
         engine_fixes(args.decoder, args.engine_fixes)
+        engine_configuration(args.decoder, args.engine_config)
     except HarnessError as error:
         print(f"mtp-harness run: {error}", file=sys.stderr)
         return USAGE_ERROR

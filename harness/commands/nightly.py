@@ -18,7 +18,7 @@ from harness.contract.budget import BUDGETS
 from harness.contract.invocation import suites_pytest, wait_through_ctrl_c
 from harness.contract.paths import SUITES
 
-NIGHTLY_MARKERS = "greedy or sampling or invariants or gpu"
+NIGHTLY_MARKERS = "greedy or sampling or invariants or engine or gpu"
 
 
 def default_device() -> str:

@@ -175,11 +175,16 @@ class VerifyStep:
 
 @dataclass(frozen=True)
 class DecodeResult:
-    """Generated tokens (EOS included when it ended the output), the verification passes, and why it stopped."""
+    """Generated tokens (EOS included when it ended the output), the verification passes, and why it stopped.
+
+    prefill_chunk_ends: where an engine that prefills prompts in chunks ended each chunk but the last (the count of
+    prompt tokens computed after it), as the engine reports it; empty for a whole prefill or an engine that does not
+    say. Not part of the output: two results that differ only there are equal."""
 
     token_ids: tuple[int, ...]
     steps: tuple[VerifyStep, ...]
     finish_reason: FinishReason
+    prefill_chunk_ends: tuple[int, ...] = field(default=(), compare=False)
 
 
 @runtime_checkable

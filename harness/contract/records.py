@@ -30,6 +30,8 @@ RecordKind = Literal[
     "conformance",
     "isolation",
     "speculation",
+    "engine_config",
+    "repeat",
     "known",
     "greedy_check",
     "params",
@@ -58,7 +60,7 @@ class StepRecord(TypedDict):
 
 
 class DivergenceRecord(TypedDict):
-    """A greedy case whose output parted from the reference (suites/greedy/conftest.py): the failing divergence,
+    """A greedy case whose output parted from the reference (suites/conftest.py): the failing divergence,
     or the first near-tie of a case that passed over near-ties."""
 
     index: int
@@ -186,7 +188,7 @@ class AcceptanceRecord(TypedDict):
 
 
 class GreedyCheckRecord(TypedDict):
-    """How much of a greedy output was checked against a target-only reference (suites/greedy/conftest.py): every
+    """How much of a greedy output was checked against a target-only reference (suites/conftest.py): every
     position up to a failing divergence, near-ties included (the reference re-anchored on the decoder's prefix)."""
 
     positions: int  # output positions
@@ -213,6 +215,7 @@ class ConformanceRequestRecord(TypedDict):
     prompt_ids: list[int]
     token_ids: list[int]
     steps: list[StepRecord]
+    prefill_chunk_ends: NotRequired[list[int]]  # where the engine ended its prompt's prefill chunks (DecodeResult)
 
 
 class ConformanceMismatchRecord(TypedDict):
@@ -248,6 +251,26 @@ class SpeculationRecord(TypedDict):
     speculative: list[int]
 
 
+class EngineConfigRecord(TypedDict):
+    """A check under a deployed engine configuration (suites/engine/): the configuration, and the engine's own
+    counters of what it did (harness/subjects/engines/configurations.py EVIDENCE), which must show it happened."""
+
+    configuration: str
+    what: str
+    evidence: dict[str, int]
+    required: list[str]  # the counters that must be > 0
+
+
+class RepeatRecord(TypedDict):
+    """A request decoded twice where the engine promises the same output (two fresh engines, two deployed
+    configurations; suites/engine/): the two runs and both outputs."""
+
+    request: RequestRecord
+    runs: list[str]
+    first: list[int]
+    second: list[int]
+
+
 class KnownRecord(TypedDict):
     """A failure explained by recorded findings (harness/subjects/findings.py): which ones, and why."""
 
@@ -276,6 +299,8 @@ class CaseRecord(TypedDict):
     conformance: NotRequired[ConformanceRecord]
     isolation: NotRequired[IsolationRecord]
     speculation: NotRequired[SpeculationRecord]
+    engine_config: NotRequired[EngineConfigRecord]
+    repeat: NotRequired[RepeatRecord]
     known: NotRequired[KnownRecord]
 
 
@@ -324,6 +349,7 @@ class RunHeader(TypedDict):
     workers: int
     engine: NotRequired[str]  # an out-of-process engine: which build of it ran
     engine_fixes: NotRequired[list[str]]  # the findings whose fix it ran with (--engine-fixes); [] as shipped
+    engine_config: NotRequired[str]  # the deployed configuration its engines ran under (--engine-config)
     finished: NotRequired[str | None]
     status: NotRequired[str]
     exit_status: NotRequired[int | None]
@@ -350,6 +376,8 @@ RECORD_TYPES: Mapping[str, type] = {
     "conformance": ConformanceRecord,
     "isolation": IsolationRecord,
     "speculation": SpeculationRecord,
+    "engine_config": EngineConfigRecord,
+    "repeat": RepeatRecord,
     "known": KnownRecord,
 }
 

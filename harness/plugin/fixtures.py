@@ -3,13 +3,13 @@ session), the decoder under test, `require` (skip what the decoder declares it c
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 import pytest
 
 from harness.contract.seeds import derive_seed
-from harness.plugin.known import ENGINE_FIXES
+from harness.plugin.known import ENGINE_CONFIG, ENGINE_FIXES
 from harness.plugin.options import resolved_dtype
 from harness.plugin.session import SEED
 
@@ -42,11 +42,17 @@ def bundle(pytestconfig: pytest.Config) -> ModelBundle:
 
 
 @pytest.fixture(scope="session")
-def decoder(pytestconfig: pytest.Config, bundle: ModelBundle) -> Decoder:
+def decoder(pytestconfig: pytest.Config, bundle: ModelBundle) -> Iterator[Decoder]:
     """The decoder under test (--decoder), built once per session for the model under test."""
     from harness.subjects.registry import make_decoder
 
-    return make_decoder(pytestconfig.getoption("--decoder"), bundle, pytestconfig.stash[ENGINE_FIXES])
+    decoder = make_decoder(
+        pytestconfig.getoption("--decoder"), bundle, pytestconfig.stash[ENGINE_FIXES], pytestconfig.stash[ENGINE_CONFIG]
+    )
+    yield decoder
+    close = getattr(decoder, "close", None)
+    if close is not None:
+        close()
 
 
 @pytest.fixture

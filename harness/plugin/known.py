@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 WATCHED = pytest.StashKey[tuple[Finding, ...]]()
 MAY_FAIL = pytest.StashKey[bool]()  # every watching finding fails it only when its random draws reach the bug
 ENGINE_FIXES = pytest.StashKey[tuple[str, ...]]()
+ENGINE_CONFIG = pytest.StashKey[str]()
 
 
 def watch(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -12,6 +12,7 @@ MARKERS = {
     "greedy": "greedy suites: token-for-token identity with target-only greedy decoding",
     "sampling": "sampling suites: chi-square / G tests against the exact target distribution",
     "invariants": "invariant suites: KV cache and position state after every rejection",
+    "engine": "engine suite: an engine subject under its deployed configurations (prefix cache, chunked prefill, ...)",
     "gpu": "needs CUDA; skipped with a reason where there is none",
     "slow": "takes minutes; run nightly",
 }
@@ -89,6 +90,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="for an engine subject: run the engine with the documented fix of the named findings applied inside "
         "its process (docs/findings/<slug>.md, Fix), to test what lies beneath the known bugs; a fixed "
         "finding marks no test, and the report says which fixes were in. Default: none (the engine as shipped).",
+    )
+    group.addoption(
+        "--engine-config",
+        default="default",
+        metavar="NAME",
+        help="for an engine subject: run every engine under this deployed configuration (vLLM: prefix-cache, "
+        "chunked-prefill, preempt, queue, async; llama.cpp: prefix-cache, chunked-prefill, queue; see "
+        "harness/subjects/engines/configurations.py). Default: default (the harness's own engine settings).",
     )
     group.addoption(
         "--prompts", default=str(DEFAULT_PROMPTS), help="prompt fixture file (JSON). Default: fixtures/prompts.json."

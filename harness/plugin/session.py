@@ -16,10 +16,10 @@ from hypothesis import settings
 from harness.contract.budget import BUDGETS
 from harness.contract.errors import HarnessError
 from harness.contract.paths import resolve_model_path
-from harness.plugin.known import ENGINE_FIXES
+from harness.plugin.known import ENGINE_CONFIG, ENGINE_FIXES
 from harness.plugin.options import MARKERS, resolved_dtype
 from harness.subjects.door import check_run_options, check_seed
-from harness.subjects.engines.supported import engine_fixes
+from harness.subjects.engines.supported import engine_configuration, engine_fixes
 
 USAGE_ERROR = 2  # the exit status of options that cannot work, as `mtp-harness run` and argparse give it
 
@@ -55,7 +55,9 @@ def pytest_configure(config: pytest.Config) -> None:
         config.addinivalue_line("markers", f"{name}: {description}")
     try:
         config.stash[SEED] = _session_seed(config)
-        config.stash[ENGINE_FIXES] = engine_fixes(config.getoption("--decoder"), config.getoption("--engine-fixes"))
+        decoder = config.getoption("--decoder")
+        config.stash[ENGINE_FIXES] = engine_fixes(decoder, config.getoption("--engine-fixes"))
+        config.stash[ENGINE_CONFIG] = engine_configuration(decoder, config.getoption("--engine-config"))
     except HarnessError as error:
         pytest.exit(f"mtp-harness: {error}", returncode=USAGE_ERROR)
     budget = BUDGETS[config.getoption("--harness-budget")]

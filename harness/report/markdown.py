@@ -64,6 +64,8 @@ def counts_table(runs: Sequence[Results]) -> str:
             engine += f", beneath {len(run['engine_fixes'])} findings' fixes"
         elif "engine_fixes" in run:
             engine += ", as shipped"
+        if run.get("engine_config", "default") != "default":
+            engine += f", configuration {run['engine_config']}"
         for suite, counts in sorted(by_suite.items()):
             model = Path(str(run["model"])).name
             row = [run["decoder"], model, engine, suite, sum(counts.values()), sum(counts[o] for o in JUDGED)]

@@ -154,6 +154,7 @@ def _page(results: Results) -> dict[str, Any]:
         "coverage": _greedy_coverage(cases),
         "sampling": _sampling_section(cases),
         "invariants": _invariants_section(cases),
+        "engine_configs": _engine_config_section(cases),
         "acceptance": _acceptance_section(results.get("acceptance")),
         "mutants": _mutants_section(results.get("mutants")),
         "false_alarms": results.get("false_alarms"),
@@ -475,6 +476,34 @@ def _invariants_section(cases: list[CaseRecord]) -> dict[str, Any] | None:
         "violations": len(rows),
         "table": _table(rows, columns, "violations") if rows else None,
     }
+
+
+def _engine_config_section(cases: list[CaseRecord]) -> Markup | None:
+    """The engine suite's checks: each one's deployed configuration and the engine's own counters that show it
+    happened (a counter it requires and that stayed 0 is marked)."""
+    rows = []
+    for case in cases:
+        record = case.get("engine_config")
+        if not record:
+            continue
+        counters = record["evidence"]
+        shown = ", ".join(
+            f"{name} {counters.get(name, 0)}" + ("" if counters.get(name, 0) > 0 else " (required, stayed 0)")
+            for name in record["required"]
+        )
+        others = ", ".join(f"{k} {v}" for k, v in sorted(counters.items()) if k not in record["required"] and v)
+        rows.append(
+            {
+                "case": case["case"],
+                "outcome": case["outcome"],
+                "configuration": record["configuration"],
+                "evidence (required counters)": shown or "none required",
+                "other counters": others,
+                "what it is": record["what"],
+            }
+        )
+    columns = ["case", "outcome", "configuration", "evidence (required counters)", "other counters", "what it is"]
+    return _table(rows, columns, "engine-configs") if rows else None
 
 
 def _acceptance_section(acceptance: AcceptanceRecord | None) -> dict[str, Any] | None:

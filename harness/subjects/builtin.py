@@ -11,6 +11,7 @@ from harness.contract.decoder import Decoder
 from harness.decoding.mtp_decoder import MTPDecoder
 from harness.decoding.target_decoder import TargetOnlyDecoder
 from harness.models.loading import ModelBundle
+from harness.subjects.engines.configurations import DEFAULT
 from harness.subjects.engines.llamacpp_subject import LlamaCppDecoder
 from harness.subjects.engines.vllm_subject import VLLMDecoder
 from harness.subjects.transformers.decoders import TransformersAssistedDecoder, TransformersMTPDecoder
@@ -33,21 +34,33 @@ def transformers_assisted(bundle: ModelBundle, device: torch.device, dtype: torc
 
 
 def vllm_mtp(
-    bundle: ModelBundle, device: torch.device, dtype: torch.dtype, engine_fixes: Sequence[str] = ()
+    bundle: ModelBundle,
+    device: torch.device,
+    dtype: torch.dtype,
+    engine_fixes: Sequence[str] = (),
+    engine_config: str = DEFAULT,
 ) -> Decoder:
-    return VLLMDecoder(bundle, speculative=True, engine_fixes=engine_fixes)
+    return VLLMDecoder(bundle, speculative=True, engine_fixes=engine_fixes, engine_config=engine_config)
 
 
-def vllm(bundle: ModelBundle, device: torch.device, dtype: torch.dtype, engine_fixes: Sequence[str] = ()) -> Decoder:
-    return VLLMDecoder(bundle, speculative=False, engine_fixes=engine_fixes)
+def vllm(
+    bundle: ModelBundle,
+    device: torch.device,
+    dtype: torch.dtype,
+    engine_fixes: Sequence[str] = (),
+    engine_config: str = DEFAULT,
+) -> Decoder:
+    return VLLMDecoder(bundle, speculative=False, engine_fixes=engine_fixes, engine_config=engine_config)
 
 
-def llamacpp_mtp(bundle: ModelBundle, device: torch.device, dtype: torch.dtype) -> Decoder:
-    return LlamaCppDecoder(bundle, speculative=True)
+def llamacpp_mtp(
+    bundle: ModelBundle, device: torch.device, dtype: torch.dtype, engine_config: str = DEFAULT
+) -> Decoder:
+    return LlamaCppDecoder(bundle, speculative=True, engine_config=engine_config)
 
 
-def llamacpp(bundle: ModelBundle, device: torch.device, dtype: torch.dtype) -> Decoder:
-    return LlamaCppDecoder(bundle, speculative=False)
+def llamacpp(bundle: ModelBundle, device: torch.device, dtype: torch.dtype, engine_config: str = DEFAULT) -> Decoder:
+    return LlamaCppDecoder(bundle, speculative=False, engine_config=engine_config)
 
 
 # vLLM has no float64 path: runs without --dtype use float32 on CPU (bf16 on CUDA, as for every decoder)

@@ -21,6 +21,7 @@ import torch
 from harness.contract.decoder import Decoder
 from harness.contract.errors import HarnessError
 from harness.models.loading import ModelBundle
+from harness.subjects.engines.configurations import DEFAULT
 from harness.subjects.names import ENTRY_POINT_GROUP, MUTANT_PREFIX, REGISTERED, is_module_factory, unknown_decoder
 
 DecoderFactory = Callable[[ModelBundle, torch.device, torch.dtype], Decoder]
@@ -45,15 +46,20 @@ def register_decoder(name: str) -> Callable[[DecoderFactory], DecoderFactory]:
     return register
 
 
-def make_decoder(name: str, bundle: ModelBundle, engine_fixes: Sequence[str] = ()) -> Decoder:
+def make_decoder(
+    name: str, bundle: ModelBundle, engine_fixes: Sequence[str] = (), engine_config: str = DEFAULT
+) -> Decoder:
     """Build the decoder called `name` for `bundle`; errors name the decoder and list the known ones.
-    engine_fixes: the findings whose documented fix an engine subject runs with (its factory takes them)."""
+    engine_fixes: the findings whose documented fix an engine subject runs with; engine_config: the deployed
+    configuration it runs under (its factory takes them)."""
     factory = find_factory(name)
+    options: dict[str, object] = {}
+    if engine_fixes:
+        options["engine_fixes"] = tuple(engine_fixes)
+    if engine_config != DEFAULT:
+        options["engine_config"] = engine_config
     try:
-        if engine_fixes:
-            decoder = factory(bundle, bundle.device, bundle.dtype, engine_fixes=tuple(engine_fixes))
-        else:
-            decoder = factory(bundle, bundle.device, bundle.dtype)
+        decoder = factory(bundle, bundle.device, bundle.dtype, **options)
     except HarnessError:
         raise
     except Exception as error:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from harness.commands.cli import build_parser, main, pytest_command
 
 
@@ -16,6 +18,15 @@ def test_run_builds_a_reproducible_pytest_command(tmp_path):
     assert command[command.index("-c") + 1].endswith(("pyproject.toml", "suites.ini")), "the suites' own settings"
     assert "--decoder=target" in command and "--dtype=float32" in command
     assert command[-5:] == ["2", "--dist", "loadgroup", f"--junitxml={tmp_path / 'junit.xml'}", "-x"]
+
+
+def test_run_takes_several_suites_joined_by_commas_and_names_an_unknown_one(tmp_path, capsys):
+    args = build_parser().parse_args(["run", "--suite", "greedy,engine"])
+    command = pytest_command(args, tmp_path / "junit.xml")
+    assert command[command.index("-m", 3) + 1] == "greedy or engine"
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["run", "--suite", "greedy,enigne"])
+    assert "'greedy,enigne': expected all, engine, greedy" in capsys.readouterr().err
 
 
 def test_bench_reports_throughput_acceptance_and_head_cost_as_json(capsys):
@@ -51,7 +62,7 @@ def test_the_nightly_job_runs_suites_then_catalogue_at_its_budget_and_merges_the
     command = suites_command("smoke", "mtp", "tiny-mimo", "cpu", "float32", 2, tmp_path / "run")
     assert "--harness-budget=smoke" in command and "--dtype=float32" in command
     assert "--harness-slow" in command, "the nightly runs the slow calibration too"
-    assert command[command.index("-m", 3) + 1] == "greedy or sampling or invariants or gpu"
+    assert command[command.index("-m", 3) + 1] == "greedy or sampling or invariants or engine or gpu"
     smoke = catalogue_arguments("smoke", "tiny-mimo", "cpu", "float32", 2, tmp_path / "cat")
     assert smoke.count("--mutant") == 4 and "--full-table" not in smoke and "--budget=smoke" in smoke
     full = catalogue_arguments("full", "tiny-mimo", "cuda", "bfloat16", 2, tmp_path / "cat")

@@ -71,3 +71,25 @@ def test_the_request_asks_for_the_contracts_law_and_a_seed_llama_cpp_does_not_ta
     assert request["samplers"] == ["top_k", "temperature", "top_p"]  # top-p on the tempered law, nothing else
     assert request["seed"] == 0 and request["id_slot"] == 2 and request["prompt"] == [5, 6]
     assert completion_request({**wire, "seed": 7}, 0)["seed"] == 7
+
+
+def test_the_log_counts_prompts_processed_in_several_batches_and_tasks_deferred_for_want_of_a_slot():
+    """Lines as llama.cpp 2026.10.11549 writes them with n_batch 16 and 2 slots for 4 requests (one `cached n_tokens`
+    line per batch of a prompt; a deferral when every slot is busy): the evidence of two deployed configurations."""
+    from harness.subjects.engines.llamacpp_server import LogParser
+
+    lines = [
+        "0.00.023.929 I slot launch_slot_: id  1 | task 0 | processing task, is_child = 0\n",
+        "0.00.023.954 I slot launch_slot_: id  0 | task 1 | processing task, is_child = 0\n",
+        "0.00.023.956 D srv  process_sing: no slot is available, defer task, id_task = 2\n",
+        "0.00.023.967 I slot   operator(): id  0 | task 1 | cached n_tokens = 0, memory_seq_rm [0, end)\n",
+        "0.00.029.847 D srv  process_sing: no slot is available, defer task, id_task = 3\n",
+        "0.00.030.070 I slot   operator(): id  0 | task 1 | cached n_tokens = 16, memory_seq_rm [16, end)\n",
+        "0.00.031.362 I slot   operator(): id  0 | task 1 | cached n_tokens = 32, memory_seq_rm [32, end)\n",
+        "0.00.034.476 I slot   operator(): id  0 | task 1 | cached n_tokens = 48, memory_seq_rm [48, end)\n",
+        "0.00.034.502 I slot   operator(): id  1 | task 0 | cached n_tokens = 0, memory_seq_rm [0, end)\n",
+    ]
+    parser = LogParser()
+    for line in lines:
+        parser.feed(line)
+    assert parser.evidence == {"steps_with_requests_waiting": 2, "partial_prefills": 3}

@@ -16,11 +16,19 @@ through the server's own completion handler. What the server adds is observation
   ... #draft=n`), the count the target accepted (`accepted a/n draft tokens`, or `... (restore checkpoint)`
   when a hybrid model restores its recurrent state and replays) and every token it emits (`next token: t`).
   llama.cpp writes its log to file descriptor 2: the server reads it through a pipe, parses it and passes the
-  lines of level I and above on to the harness's engine log.
+  lines of level I and above on to the harness's engine log;
+- the evidence that a deployed configuration happened (harness/subjects/engines/configurations.py) comes from the
+  same log and the responses: prompt tokens taken from the slot's cache (`timings.cache_n`), prompts processed in
+  more than one batch (a `cached n_tokens = n` line per batch of a prompt), tasks the server deferred because no
+  slot was free (`no slot is available, defer task`). Each reply carries the counters of its call.
+
+Under the server's own queue (`server_queue`), requests are not pinned to slots: each result is matched to the
+log's task on the slot the response names (`id_slot`) whose emitted tokens are the response's.
 """
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import re
@@ -53,10 +61,13 @@ _ACCEPTED = re.compile(
 )
 _EMITTED = re.compile(r"^n_gen = (?P<n>\d+), n_remaining = -?\d+, next token: +(?P<token>\d+) ")
 _RELEASED = re.compile(r"^stop processing")
+_PROMPT_BATCH = re.compile(r"^cached n_tokens = \d+, memory_seq_rm")  # one per batch of a prompt's tokens
+_DEFERRED = re.compile(r"^srv +\S+: no slot is available, defer task")
 
 
-def completion_request(request: dict, slot: int) -> dict:
-    """The llama.cpp completion request for one wire request (harness/subjects/engines/wire.py), on `slot`."""
+def completion_request(request: dict, slot: int, cache_prompt: bool = False) -> dict:
+    """The llama.cpp completion request for one wire request (harness/subjects/engines/wire.py), on `slot` (-1: the
+    server chooses); `cache_prompt`: reuse the slot's cached prefix of the prompt."""
     return {
         "prompt": list(request["prompt_ids"]),  # token ids, used as they are (no BOS added)
         "n_predict": int(request["max_new_tokens"]),
@@ -66,7 +77,7 @@ def completion_request(request: dict, slot: int) -> dict:
         "samplers": SAMPLERS,
         "seed": int(request["seed"]) % SEED_MODULUS,
         "id_slot": slot,
-        "cache_prompt": False,
+        "cache_prompt": cache_prompt,
         "return_tokens": True,
         "verbose": True,  # the token ids are in the completion's __verbose part
     }
@@ -90,6 +101,7 @@ class Task:
     passes: list[Pass] = field(default_factory=list)
     released: bool = False
     candidates: list[int] = field(default_factory=list)  # drafted tokens of the pass being drafted
+    prompt_batches: int = 0
 
 
 class LogParser:
@@ -99,6 +111,7 @@ class LogParser:
         self.slots: dict[int, list[Task]] = {}  # slot -> its tasks in the order they ran
         self.current: dict[int, Task] = {}  # slot -> the task it launched last (drafts name the slot only)
         self.tasks: dict[int, Task] = {}  # task id -> task (a task's last lines may follow the next one's launch)
+        self.evidence: collections.Counter[str] = collections.Counter()  # configurations.EVIDENCE
 
     def feed(self, raw: str) -> None:
         for record in _RECORD_START.split(raw.rstrip("\n")):
@@ -109,6 +122,9 @@ class LogParser:
         if line is None:
             return  # a continuation of a message that held a newline
         message = line["message"]
+        if _DEFERRED.match(message):
+            self.evidence["steps_with_requests_waiting"] += 1
+            return
         candidate = _CANDIDATE.match(message)
         if candidate is not None:
             task = self.current.get(int(candidate["seq"]))
@@ -128,7 +144,10 @@ class LogParser:
         task = self.tasks.get(int(slot_line["task"]))
         if task is None:
             return
-        if (drafted := _DRAFTED.match(text)) is not None:
+        if _PROMPT_BATCH.match(text):
+            task.prompt_batches += 1
+            self.evidence["partial_prefills"] += int(task.prompt_batches > 1)  # the batch before this one
+        elif (drafted := _DRAFTED.match(text)) is not None:
             task.passes.append(Pass(drafts=task.candidates[: int(drafted["n"])]))
             task.candidates = []
         elif _NO_DRAFT.match(text):
@@ -198,9 +217,9 @@ class LogPipe:
                 self.parser.feed(line)
                 self.changed.notify_all()
 
-    def take(self, released: dict[int, int], timeout: float) -> dict[int, list[Task]]:
+    def take(self, released: dict[int, int], timeout: float) -> tuple[dict[int, list[Task]], dict[str, int]]:
         """Once each slot has released `released[slot]` tasks (at most `timeout` seconds): the tasks parsed since
-        the last take; the parser starts afresh."""
+        the last take, and the log's evidence counters; the parser starts afresh."""
         deadline = time.monotonic() + timeout
         with self.changed:
             while not all(self.parser.released(slot) >= n for slot, n in released.items()):
@@ -208,8 +227,8 @@ class LogPipe:
                 if left <= 0:
                     raise RuntimeError(f"llama.cpp's log did not show every request's end within {timeout:.0f} s")
                 self.changed.wait(left)
-            tasks, self.parser = self.parser.slots, LogParser()
-        return tasks
+            parser, self.parser = self.parser, LogParser()
+        return parser.slots, dict(parser.evidence)
 
 
 class Engine:
@@ -240,7 +259,13 @@ class Engine:
         params.flash_attn_type = no_flash
         params.warmup = False
         params.fit_params = False
-        params.cache_ram_mib = 0  # no prompt cache between requests: every request starts from its own prompt
+        self.cache_prompt = bool(config.get("cache_prompt", False))  # reuse a slot's cached prompt prefix
+        if not self.cache_prompt:
+            params.cache_ram_mib = 0  # no prompt cache between requests: every request starts from its own prompt
+        if config.get("n_batch"):  # prompts processed in batches of this many tokens
+            params.n_batch = params.n_ubatch = int(config["n_batch"])
+        self.server_queue = bool(config.get("server_queue", False))  # requests wait in the server's own queue
+        self.evidence: collections.Counter[str] = collections.Counter()
         params.verbosity = 5  # the per-pass lines (parse_log)
         k = int(config.get("num_draft_tokens", 0))
         if k:
@@ -252,18 +277,29 @@ class Engine:
         self.server = xllamacpp.Server(params)
         self.log.take({}, LOG_WAIT_SECONDS)  # the start-up lines
 
+    def take_evidence(self) -> dict:
+        taken, self.evidence = dict(self.evidence), collections.Counter()
+        return taken
+
     def describe(self) -> dict:
         return {"name": "llama.cpp", "version": self.version, "config": self.config, "fixes": []}
 
     def decode(self, requests: list[dict]) -> list[dict]:
-        queues: list[list[int]] = [list(range(slot, len(requests), self.slots)) for slot in range(self.slots)]
+        """Each request on its own thread: pinned to slot index mod slots and queued behind that slot's earlier
+        requests by default; all at once into the server's own queue under `server_queue`."""
+        if self.server_queue:
+            queues = [[index] for index in range(len(requests))]
+        else:
+            queues = [list(range(slot, len(requests), self.slots)) for slot in range(self.slots)]
         responses: dict[int, dict] = {}
 
-        def serve(slot: int) -> None:
-            for index in queues[slot]:
-                responses[index] = self.server.handle_completions(completion_request(requests[index], slot))
+        def serve(queue: list[int]) -> None:
+            for index in queue:
+                slot = -1 if self.server_queue else index % self.slots
+                request = completion_request(requests[index], slot, self.cache_prompt)
+                responses[index] = self.server.handle_completions(request)
 
-        threads = [threading.Thread(target=serve, args=(slot,)) for slot in range(self.slots) if queues[slot]]
+        threads = [threading.Thread(target=serve, args=(queue,)) for queue in queues if queue]
         for thread in threads:
             thread.start()
         for thread in threads:
@@ -271,8 +307,17 @@ class Engine:
         errors = [(i, r["error"]) for i, r in sorted(responses.items()) if "error" in r]
         if errors:
             raise RuntimeError(f"llama.cpp refused request {errors[0][0]}: {errors[0][1]}")
-        tasks = self.log.take({slot: len(queue) for slot, queue in enumerate(queues) if queue}, LOG_WAIT_SECONDS)
-        return [self._result(requests[index], responses[index], tasks, index) for index in range(len(requests))]
+        slots = [int(responses[index]["__verbose"]["id_slot"]) for index in range(len(requests))]
+        tasks, evidence = self.log.take(collections.Counter(slots), LOG_WAIT_SECONDS)
+        self.evidence.update(evidence)
+        self.evidence["prefix_cache_hit_tokens"] += sum(
+            int(responses[index]["timings"].get("cache_n", 0)) for index in range(len(requests))
+        )
+        unmatched = {slot: list(slot_tasks) for slot, slot_tasks in tasks.items()}
+        return [
+            self._result(requests[index], responses[index], unmatched, index, slots[index])
+            for index in range(len(requests))
+        ]
 
     def next_token_logprobs(self, prompts: list[list[int]], vocab_size: int) -> list[list[list[float]]]:
         """Per prompt and per prefix (lengths 1..len): the target's next-token log-probabilities over the whole
@@ -301,11 +346,22 @@ class Engine:
         self.log.take({0: sum(len(p) for p in prompts)}, LOG_WAIT_SECONDS)
         return out
 
-    def _result(self, request: dict, response: dict, tasks: dict[int, list[Task]], index: int) -> dict:
-        slot = index % self.slots
-        task = tasks[slot][index // self.slots]
+    def _result(self, request: dict, response: dict, tasks: dict[int, list[Task]], index: int, slot: int) -> dict:
+        """The request's result, with its passes from the log's tasks left on its slot (the task is used up): pinned
+        requests ran in order on their slot, the first task left is theirs; under the server's queue, the first task
+        left whose emitted tokens are the response's."""
         verbose = response["__verbose"]
         tokens = list(verbose["tokens"])
+        left = tasks.get(slot, [])
+        if self.server_queue:
+            task = next((t for t in left if [x for s in steps_of(t) for x in s["emitted"]] == tokens), None)
+        else:
+            task = left[0] if left else None
+        if task is None:
+            raise RuntimeError(
+                f"request {index} (slot {slot}): no task of llama.cpp's log on that slot emitted {tokens}"
+            )
+        left.remove(task)
         finish = FINISH_REASONS.get(verbose.get("stop_type"))
         if finish is None:
             raise RuntimeError(f"request {index}: llama.cpp stopped with {verbose.get('stop_type')!r}")
@@ -344,7 +400,7 @@ def main() -> None:
                 results = engine.next_token_logprobs(message["prompts"], int(message["vocab_size"]))
             else:
                 results = engine.decode(message["requests"])
-            reply({"id": message.get("id"), "results": results})
+            reply({"id": message.get("id"), "results": results, "evidence": engine.take_evidence()})
         except Exception as error:  # the server's state after a failed call is unknown: exit, the next call restarts
             error_text = f"{type(error).__name__}: {error}"
             reply({"id": message.get("id"), "error": error_text, "traceback": traceback.format_exc(), "fatal": True})

@@ -18,6 +18,11 @@ What llama.cpp serves here, and what it cannot:
 - EOS: llama.cpp ends a request at its vocabulary's end-of-generation tokens and has no per-request EOS ids;
   requests must ask for the checkpoint's EOS ids.
 - The prefill samples output token 0 without drafts (`drafts_from` = 1).
+
+Deployed configurations (harness/subjects/engines/configurations.py LLAMACPP_CONFIGURATIONS: prompt cache reuse,
+prompts processed in small batches, the server's own queue) are variants of the subject: `engine_config` names the
+one its servers run with, `configured(name)` is a fresh decoder under another, and `take_evidence()` returns the
+server's own counters (from its responses and its log) since the last take.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from harness.contract.decoder import DecodeRequest, DecodeResult, InvalidRequest
 from harness.contract.errors import HarnessError
 from harness.decoding.batch import decode_in_groups
 from harness.models.loading import ModelBundle
+from harness.subjects.engines.configurations import DEFAULT, LLAMACPP_CONFIGURATIONS, configuration_names
 from harness.subjects.engines.llamacpp_environment import LLAMACPP, SERVER, gguf_of, missing_gguf
 from harness.subjects.engines.process import EnginePool, EngineProcess
 
@@ -48,7 +54,12 @@ class LlamaCppDecoder:
     drafts_from = 1  # the prefill samples output token 0 without drafts
     drafter_depths = 1  # llama.cpp's MTP graphs hold one NextN layer; draft steps 2..k reuse it
 
-    def __init__(self, bundle: ModelBundle, speculative: bool = True) -> None:
+    engine_configurations = LLAMACPP_CONFIGURATIONS
+
+    def __init__(self, bundle: ModelBundle, speculative: bool = True, engine_config: str = DEFAULT) -> None:
+        if engine_config not in LLAMACPP_CONFIGURATIONS:
+            known = configuration_names(LLAMACPP_CONFIGURATIONS)
+            raise HarnessError(f"llama.cpp has no engine configuration {engine_config!r}; known: {known}")
         if bundle.dtype != torch.float32 or bundle.device.type != "cpu":
             raise HarnessError(
                 "llama.cpp runs here on CPU with the GGUF's float32 weights: run it with --dtype float32 on cpu"
@@ -59,6 +70,7 @@ class LlamaCppDecoder:
         self.bundle = bundle
         self.gguf = gguf
         self.speculative = speculative
+        self.configuration = LLAMACPP_CONFIGURATIONS[engine_config]  # the deployed configuration its engines run under
         self.name = "llamacpp-mtp" if speculative else "llamacpp"
         cannot = {"forced_drafts"} if speculative else {"num_draft_tokens", "draft_mode", "forced_drafts"}
         self.unsupported = frozenset(cannot)
@@ -91,10 +103,40 @@ class LlamaCppDecoder:
 
     def plain_twin(self) -> LlamaCppDecoder:
         """llama.cpp without speculation: a seeded sampled request must give the same tokens (see the module)."""
-        return LlamaCppDecoder(self.bundle, speculative=False)
+        return LlamaCppDecoder(self.bundle, speculative=False, engine_config=self.configuration.name)
 
     def close(self) -> None:
         self.pool.close()
+
+    def configured(self, engine_config: str) -> LlamaCppDecoder:
+        """The same subject under another deployed configuration, with servers of its own."""
+        return LlamaCppDecoder(self.bundle, self.speculative, engine_config)
+
+    def without_speculation(self) -> LlamaCppDecoder:
+        """llama.cpp without speculation, under the same configuration, with servers of its own."""
+        return LlamaCppDecoder(self.bundle, False, self.configuration.name)
+
+    def prompt_logprobs(self, prompts: Sequence[Sequence[int]], top: int) -> list[list[dict[int, float] | None]]:
+        """Per prompt and position: llama.cpp's log-probabilities of the prompt token there and of the `top` most
+        likely tokens, from its next-token log-probabilities of each prefix (None at position 0); from this
+        decoder's server at k = 1 (none without speculation)."""
+        key = 1 if self.speculative else 0
+        server = self.pool.get(key, lambda: self._start(key))
+        vocab = self.bundle.vocab_size
+        rows = server.call("next_token_logprobs", {"prompts": [list(p) for p in prompts], "vocab_size": vocab}, "")
+        out: list[list[dict[int, float] | None]] = []
+        for prompt, prefixes in zip(prompts, rows, strict=True):
+            entries: list[dict[int, float] | None] = [None]
+            for position in range(1, len(prompt)):
+                row = prefixes[position - 1]
+                chosen = sorted(range(vocab), key=lambda t: -row[t])[:top]
+                entries.append({t: row[t] for t in {*chosen, int(prompt[position])}})
+            out.append(entries)
+        return out
+
+    def take_evidence(self) -> dict[str, int]:
+        """llama.cpp's own counters of what its server did since the last take (configurations.EVIDENCE)."""
+        return self.pool.take_evidence()
 
     def _engine_key(self, request: DecodeRequest) -> int:
         return request.num_draft_tokens if self.speculative else 0
@@ -108,8 +150,10 @@ class LlamaCppDecoder:
             "parallel": PARALLEL_SLOTS,
             "num_draft_tokens": k,
             "threads": int(os.environ.get("MTP_HARNESS_ENGINE_THREADS", "1")),
+            **self.configuration.settings,
         }
 
     def _start(self, k: int) -> EngineProcess:
         label = f"{self.name}-{self.bundle.name}-k{k}" if self.speculative else f"llamacpp-{self.bundle.name}"
+        label += "" if self.configuration.name == DEFAULT else f"-{self.configuration.name}"
         return EngineProcess(LLAMACPP.python("cpu"), SERVER, self.engine_config(k), {}, label)

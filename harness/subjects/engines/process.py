@@ -9,6 +9,7 @@ fresh process.
 from __future__ import annotations
 
 import atexit
+import collections
 import json
 import os
 import selectors
@@ -61,6 +62,8 @@ class EngineProcess:
         except OSError as error:
             raise EngineUnavailable(f"engine {label}: cannot start {python} {server}: {error}") from error
         self._calls = 0
+        # the engine's own counters of what it did (configurations.EVIDENCE), summed over calls since the last take
+        self.evidence: collections.Counter[str] = collections.Counter()
         try:
             self._send(self.config)
             ready = self._receive(timeout=STARTUP_TIMEOUT_SECONDS, waiting_for="the engine to start")
@@ -95,6 +98,7 @@ class EngineProcess:
         reply = self._receive(timeout=DECODE_TIMEOUT_SECONDS, waiting_for=waiting_for)
         if reply.get("id") != call:
             raise EngineProtocolError(f"engine {self.label}: reply to call {reply.get('id')}, expected {call}")
+        self.evidence.update({name: int(value) for name, value in (reply.get("evidence") or {}).items()})
         if "error" in reply:
             if reply.get("fatal"):
                 self.close()
@@ -186,3 +190,11 @@ class EnginePool:
         for process in self._processes.values():
             process.close()
         self._processes.clear()
+
+    def take_evidence(self) -> dict[str, int]:
+        """The engines' counters (configurations.EVIDENCE) summed over every call since the last take."""
+        total: collections.Counter[str] = collections.Counter()
+        for process in self._processes.values():
+            total.update(process.evidence)
+            process.evidence.clear()
+        return dict(total)

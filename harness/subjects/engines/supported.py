@@ -3,12 +3,19 @@ the findings recorded against them. Light on purpose (no torch import): the plug
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from harness.contract.errors import HarnessError
+from harness.subjects.engines.configurations import (
+    DEFAULT,
+    LLAMACPP_CONFIGURATIONS,
+    VLLM_CONFIGURATIONS,
+    EngineConfiguration,
+    configuration_names,
+)
 from harness.subjects.engines.environments import EngineEnvironment
 from harness.subjects.engines.llamacpp_environment import LLAMACPP, missing_gguf
 from harness.subjects.engines.llamacpp_findings import LLAMACPP_FINDINGS
@@ -30,11 +37,27 @@ class EngineSubject:
     # whether a finding's documented fix can be applied inside the engine's process (--engine-fixes): vLLM is
     # Python and is patched as it imports; llama.cpp is compiled into its wheel
     fixable: bool = False
+    # the deployed configurations it runs under (--engine-config; harness/subjects/engines/configurations.py)
+    configurations: Mapping[str, EngineConfiguration] = field(default_factory=dict)
 
 
 ENGINES = {
-    VLLM.name: EngineSubject(VLLM, ("vllm-mtp", "vllm"), VLLM_FINDINGS, vllm_reproducer_script, fixable=True),
-    LLAMACPP.name: EngineSubject(LLAMACPP, ("llamacpp-mtp", "llamacpp"), LLAMACPP_FINDINGS, None, missing_gguf),
+    VLLM.name: EngineSubject(
+        VLLM,
+        ("vllm-mtp", "vllm"),
+        VLLM_FINDINGS,
+        vllm_reproducer_script,
+        fixable=True,
+        configurations=VLLM_CONFIGURATIONS,
+    ),
+    LLAMACPP.name: EngineSubject(
+        LLAMACPP,
+        ("llamacpp-mtp", "llamacpp"),
+        LLAMACPP_FINDINGS,
+        None,
+        missing_gguf,
+        configurations=LLAMACPP_CONFIGURATIONS,
+    ),
 }
 
 
@@ -70,3 +93,22 @@ def engine_fixes(decoder: str, option: str) -> tuple[str, ...]:
             f"{engine.environment.name}; known: {NO_FIXES}, {ALL_FIXES}, {', '.join(sorted(known))}"
         )
     return tuple(sorted(wanted))
+
+
+def engine_configuration(decoder: str, option: str) -> str:
+    """--engine-config for `decoder`: `default`, or a deployed configuration of the decoder's engine. A usage error
+    names what is wrong."""
+    if option == DEFAULT:
+        return option
+    engine = engine_of_decoder(decoder)
+    if engine is None or not engine.configurations:
+        raise HarnessError(
+            f"--engine-config {option}: decoder {decoder!r} is not an engine with deployed configurations (the "
+            "harness's own decoder has none: its analogue, a batch against each request alone, is in the greedy suite)"
+        )
+    if option not in engine.configurations:
+        raise HarnessError(
+            f"--engine-config {option}: {engine.environment.name} has no such configuration; known: "
+            f"{configuration_names(engine.configurations)}"
+        )
+    return option

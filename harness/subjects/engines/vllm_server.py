@@ -17,11 +17,15 @@ vLLM is tested as shipped. The server makes exactly two interventions, both insi
   a pass without drafts) is wrapped to record, per request and pass, the drafts the scheduler sent to
   verification and the tokens vLLM's verification returned (accepted drafts + the target's token).
 
-Neither changes what vLLM computes for a request without forced drafts.
+Neither changes what vLLM computes for a request without forced drafts. Besides, the server watches the
+scheduler (a wrapper that reads its state after each `schedule()`, and changes nothing) for the evidence that a
+deployed configuration happened (harness/subjects/engines/configurations.py): prefix-cache hits, prompts prefilled
+in chunks beside decoding requests, preemptions, requests left waiting. Each reply carries the counters of its call.
 """
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import sys
@@ -51,7 +55,11 @@ def main() -> None:
         if message.get("op") == "shutdown":
             break
         try:
-            reply({"id": message.get("id"), "results": engine.decode(message["requests"])})
+            if message.get("op") == "prompt_logprobs":
+                results = engine.prompt_logprobs(message["prompts"], int(message["top"]))
+            else:
+                results = engine.decode(message["requests"])
+            reply({"id": message.get("id"), "results": results, "evidence": engine.take_evidence()})
         except Exception as error:  # vLLM's engine is not reusable after an error inside a step: exit
             error_text = f"{type(error).__name__}: {error}"
             reply({"id": message.get("id"), "error": error_text, "traceback": traceback.format_exc(), "fatal": True})
@@ -70,8 +78,20 @@ def speculative_config(config: dict) -> dict | None:
     }
 
 
+# the deployed configurations' settings (harness/subjects/engines/configurations.py) that are LLM arguments as they are
+SCHEDULER_SETTINGS = (
+    "enable_prefix_caching",
+    "enable_chunked_prefill",
+    "max_num_batched_tokens",
+    "num_gpu_blocks_override",
+    "block_size",
+    "async_scheduling",
+)
+
+
 def llm_arguments(config: dict) -> dict:
     """The keyword arguments of vLLM's LLM for the harness's engine configuration."""
+    settings = {name: config[name] for name in SCHEDULER_SETTINGS if name in config}
     return {
         "model": config["model"],
         "dtype": config.get("dtype", "float32"),
@@ -84,6 +104,7 @@ def llm_arguments(config: dict) -> dict:
         "max_num_seqs": int(config.get("max_num_seqs", 256)),
         "kv_cache_memory_bytes": int(config.get("kv_cache_bytes", 256 * 2**20)),  # small models, small cache
         "disable_log_stats": True,
+        **settings,
     }
 
 
@@ -100,11 +121,52 @@ class Engine:
         self.llm = LLM(**llm_arguments(config))
         self.recorder = StepRecorder()
         self.llm.collective_rpc(self.recorder.install)
+        self.scheduler = SchedulerWatch(self.llm.llm_engine.engine_core.engine_core.scheduler)
         self.batches = 0
+
+    def effective(self) -> dict:
+        """The scheduler settings vLLM runs with (after its platform's adjustments)."""
+        vllm_config = self.llm.llm_engine.vllm_config
+        scheduler, cache = vllm_config.scheduler_config, vllm_config.cache_config
+        return {
+            "enable_prefix_caching": bool(cache.enable_prefix_caching),
+            "enable_chunked_prefill": bool(scheduler.enable_chunked_prefill),
+            "max_num_batched_tokens": int(scheduler.max_num_batched_tokens),
+            "max_num_seqs": int(scheduler.max_num_seqs),
+            "num_gpu_blocks": cache.num_gpu_blocks,
+            "block_size": cache.block_size,
+            "async_scheduling": bool(scheduler.async_scheduling),
+        }
 
     def describe(self) -> dict:
         fixes = getattr(sys.modules.get("sitecustomize"), "APPLIED", [])  # under --engine-fixes only (vllm_fixes/)
-        return {"name": "vllm", "version": self.version, "config": self.config, "fixes": sorted({s for s, _ in fixes})}
+        return {
+            "name": "vllm",
+            "version": self.version,
+            "config": self.config,
+            "fixes": sorted({s for s, _ in fixes}),
+            "effective": self.effective(),
+        }
+
+    def take_evidence(self) -> dict:
+        counters = self.scheduler.take()
+        counters["async_scheduling"] = int(self.effective()["async_scheduling"])
+        return counters
+
+    def prompt_logprobs(self, prompts: list[list[int]], top: int) -> list[list[dict | None]]:
+        """Per prompt and position: vLLM's log-probabilities of the prompt token there and of the `top` most likely
+        tokens (token id as a string -> logprob), None at position 0."""
+        from vllm import SamplingParams
+
+        params = SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=top, detokenize=False)
+        outputs = self.llm.generate([{"prompt_token_ids": list(p)} for p in prompts], params, use_tqdm=False)
+        return [
+            [
+                None if entry is None else {str(t): float(lp.logprob) for t, lp in entry.items()}
+                for entry in o.prompt_logprobs
+            ]
+            for o in outputs
+        ]
 
     def decode(self, requests: list[dict]) -> list[dict]:
         from vllm import SamplingParams
@@ -144,9 +206,50 @@ class Engine:
                     "token_ids": tokens,
                     "finish_reason": FINISH_REASONS[completion.finish_reason],
                     "steps": self.recorder.take_steps(request_id, tokens),
+                    "prefill_chunk_ends": self.scheduler.chunk_ends.pop(request_id, []),
                 }
             )
         return results
+
+
+class SchedulerWatch:
+    """Counts what vLLM's scheduler did, read from its own state after each `schedule()` (observation only)."""
+
+    def __init__(self, scheduler) -> None:  # noqa: ANN001 - vLLM's Scheduler
+        self.counters: collections.Counter = collections.Counter()
+        self.chunk_ends: dict[str, list[int]] = {}  # harness request key -> prompt tokens computed after each chunk
+        schedule = scheduler.schedule
+
+        def watched_schedule(*args, **kwargs):
+            output = schedule(*args, **kwargs)
+            self.observe(scheduler, output)
+            return output
+
+        scheduler.schedule = watched_schedule
+
+    def observe(self, scheduler, output) -> None:  # noqa: ANN001 - vLLM's Scheduler and SchedulerOutput
+        counters = self.counters
+        counters["prefix_cache_hit_tokens"] += sum(new.num_computed_tokens for new in output.scheduled_new_reqs)
+        counters["preemptions"] += len(output.preempted_req_ids or ())
+        prefilling = decoding = 0
+        for req_id, scheduled in output.num_scheduled_tokens.items():
+            request = scheduler.requests[req_id]
+            before = request.num_computed_tokens - scheduled  # the scheduler advanced it for this step
+            if before < request.num_prompt_tokens:
+                prefilling += 1
+                if request.num_computed_tokens < request.num_prompt_tokens:  # the chunk ended inside the prompt
+                    counters["partial_prefills"] += 1
+                    extra = getattr(request.sampling_params, "extra_args", None) or {}
+                    if HARNESS_KEY in extra:
+                        self.chunk_ends.setdefault(extra[HARNESS_KEY]["key"], []).append(request.num_computed_tokens)
+            else:
+                decoding += 1
+        counters["prefills_beside_decodes"] += int(prefilling > 0 and decoding > 0)
+        counters["steps_with_requests_waiting"] += int(len(scheduler.waiting) > 0)
+
+    def take(self) -> dict:
+        taken, self.counters = dict(self.counters), collections.Counter()
+        return taken
 
 
 class StepRecorder:

@@ -13,6 +13,11 @@ What vLLM serves here:
   verified against it);
 - vLLM's prefill samples the first output token without drafts, so its first drafted position is 1
   (`drafts_from`); forced drafts and rejection schedules start there.
+
+Deployed configurations (harness/subjects/engines/configurations.py VLLM_CONFIGURATIONS: prefix caching, chunked
+prefill, preemption, queueing, asynchronous scheduling) are variants of the subject: `engine_config` names the one
+every engine of the decoder runs with, `configured(name)` is a fresh decoder under another, and `take_evidence()`
+returns the engine's own counters of what its scheduler did since the last take.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from harness.contract.decoder import DecodeRequest, DecodeResult
 from harness.contract.errors import HarnessError
 from harness.decoding.batch import decode_in_groups
 from harness.models.loading import ModelBundle
+from harness.subjects.engines.configurations import DEFAULT, VLLM_CONFIGURATIONS, configuration_names
 from harness.subjects.engines.process import EngineError, EnginePool, EngineProcess
 from harness.subjects.engines.vllm_environment import FIXES, SERVER, VLLM
 
@@ -37,7 +43,19 @@ class VLLMDecoder:
 
     drafts_from = 1  # vLLM's prefill samples output token 0 without drafts
 
-    def __init__(self, bundle: ModelBundle, speculative: bool = True, engine_fixes: Sequence[str] = ()) -> None:
+    engine_configurations = VLLM_CONFIGURATIONS
+
+    def __init__(
+        self,
+        bundle: ModelBundle,
+        speculative: bool = True,
+        engine_fixes: Sequence[str] = (),
+        engine_config: str = DEFAULT,
+    ) -> None:
+        if engine_config not in VLLM_CONFIGURATIONS:
+            raise HarnessError(
+                f"vLLM has no engine configuration {engine_config!r}; known: {configuration_names(VLLM_CONFIGURATIONS)}"
+            )
         if bundle.dtype not in ENGINE_DTYPES:
             raise HarnessError(
                 f"vLLM has no {str(bundle.dtype).removeprefix('torch.')} path: run it with --dtype float32 "
@@ -46,9 +64,16 @@ class VLLMDecoder:
         self.bundle = bundle
         self.speculative = speculative
         self.name = "vllm-mtp" if speculative else "vllm"
-        self.unsupported = (
-            frozenset() if speculative else frozenset({"num_draft_tokens", "draft_mode", "forced_drafts"})
-        )
+        self.configuration = VLLM_CONFIGURATIONS[engine_config]  # the deployed configuration its engines run under
+        lacking = set(self.configuration.lacks)
+        if not speculative:
+            lacking |= {"num_draft_tokens", "draft_mode", "forced_drafts"}
+        self.unsupported = frozenset(lacking)
+        self.why_unsupported = {
+            **{name: "vLLM without speculation drafts nothing" for name in ("num_draft_tokens", "draft_mode")},
+            "forced_drafts": "vLLM without speculation drafts nothing",
+            **self.configuration.lacks,
+        }
         self.flavour = "cuda" if bundle.device.type == "cuda" else "cpu"
         self.engine_fixes = tuple(sorted(engine_fixes))  # findings whose documented fix the engine runs with
         self.pool = EnginePool()
@@ -68,6 +93,26 @@ class VLLMDecoder:
     def close(self) -> None:
         self.pool.close()
 
+    def configured(self, engine_config: str) -> VLLMDecoder:
+        """The same subject (speculation, fixes) under another deployed configuration, with engines of its own."""
+        return VLLMDecoder(self.bundle, self.speculative, self.engine_fixes, engine_config)
+
+    def without_speculation(self) -> VLLMDecoder:
+        """vLLM without speculation, with the same fixes and configuration, with engines of its own."""
+        return VLLMDecoder(self.bundle, False, self.engine_fixes, self.configuration.name)
+
+    def take_evidence(self) -> dict[str, int]:
+        """vLLM's own counters of what its scheduler did since the last take (configurations.EVIDENCE)."""
+        return self.pool.take_evidence()
+
+    def prompt_logprobs(self, prompts: Sequence[Sequence[int]], top: int) -> list[list[dict[int, float] | None]]:
+        """vLLM's prompt log-probabilities (the prompt token's and the `top` most likely tokens' at each position, None
+        at position 0), from this decoder's engine at k = 1 (none without speculation)."""
+        key = (1, "greedy") if self.speculative else (0, "greedy")
+        engine = self.pool.get(key, lambda: self._start(*key))
+        results = engine.call("prompt_logprobs", {"prompts": [list(p) for p in prompts], "top": top}, "prompt logprobs")
+        return [[None if row is None else {int(t): lp for t, lp in row.items()} for row in rows] for rows in results]
+
     def _engine_key(self, request: DecodeRequest) -> tuple[int, str]:
         if not self.speculative:
             return (0, "greedy")
@@ -83,6 +128,7 @@ class VLLMDecoder:
             "num_draft_tokens": k,
             "draft_mode": draft_mode,
             "seed": 0,
+            **self.configuration.settings,
             # CPU: eager (compiling every engine would take minutes on a small runner); CUDA: compiled with
             # CUDA graphs, as deployed
             "enforce_eager": self.flavour == "cpu",
@@ -101,6 +147,7 @@ class VLLMDecoder:
             env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(FIXES), os.environ.get("PYTHONPATH")]))
             env["MTP_HARNESS_ENGINE_FIXES"] = ",".join(self.engine_fixes)
         label = f"{self.name}-{bundle.name}-k{k}-{draft_mode}" if self.speculative else f"vllm-{bundle.name}"
+        label += "" if self.configuration.name == DEFAULT else f"-{self.configuration.name}"
         engine = EngineProcess(VLLM.python(self.flavour), SERVER, config, env, label)
         applied = tuple(engine.info.get("fixes", ()))
         if applied != self.engine_fixes:

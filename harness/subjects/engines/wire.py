@@ -7,8 +7,13 @@ JSON lines over the server's stdin and stdout (one message per line, UTF-8), pro
     engine  -> harness:             {"ready": true, "protocol": 1, "engine": {"name", "version", ...}}
                                     or {"ready": false, "error": "...", "traceback": "..."}
     harness -> engine:              {"op": "decode", "id": n, "requests": [request, ...]}
-    engine  -> harness:             {"id": n, "results": [result, ...]}
+    engine  -> harness:             {"id": n, "results": [result, ...], "evidence": {counter: int}}
                                     or {"id": n, "error": "...", "traceback": "...", "fatal": bool}
+                                    (evidence: the engine's own counters of what it did during the call, e.g.
+                                    prefix-cache hits; harness/subjects/engines/configurations.py EVIDENCE)
+    harness -> engine:              an engine's own operations, e.g. {"op": "prompt_logprobs", "id": n,
+                                    "prompts": [[int]], "top": int} (vLLM), {"op": "next_token_logprobs", ...}
+                                    (llama.cpp); the reply's results are that operation's
                                     (fatal: the server exits after this reply; the next call starts a new one)
     harness -> engine:              {"op": "shutdown"}
 
@@ -16,7 +21,8 @@ JSON lines over the server's stdin and stdout (one message per line, UTF-8), pro
                "top_p": float (1 = off), "seed": int, "eos_token_ids": [int],
                "forced_drafts": {"<output position>": token id}}
     result  = {"token_ids": [int], "finish_reason": "eos" | "length",
-               "steps": [{"start": int, "drafts": [int], "accepted": int, "emitted": [int]}]}
+               "steps": [{"start": int, "drafts": [int], "accepted": int, "emitted": [int]}],
+               "prefill_chunk_ends": [int] (optional: where the engine ended each prefill chunk but the last)}
 
 The fields are those of harness.contract.decoder's DecodeRequest / DecodeResult; num_draft_tokens and draft_mode are
 engine configuration (an engine process serves one k and one draft mode), not request fields.
@@ -72,6 +78,7 @@ def result_message(result: DecodeResult) -> dict:
         "token_ids": list(result.token_ids),
         "finish_reason": result.finish_reason,
         "steps": step_records(result.steps),
+        "prefill_chunk_ends": list(result.prefill_chunk_ends),
     }
 
 
@@ -97,7 +104,8 @@ def parse_result(message: object, where: str) -> DecodeResult:
         steps.append(
             VerifyStep(start, tuple(_int_list(step, "drafts", at)), accepted, tuple(_int_list(step, "emitted", at)))
         )
-    return DecodeResult(tuple(tokens), tuple(steps), finish)
+    chunk_ends = _int_list(message, "prefill_chunk_ends", where) if "prefill_chunk_ends" in message else []
+    return DecodeResult(tuple(tokens), tuple(steps), finish, tuple(chunk_ends))
 
 
 def _int_list(message: Mapping, field: str, where: str) -> list[int]:
