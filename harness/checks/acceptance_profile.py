@@ -19,6 +19,12 @@ from harness.models.loading import ModelBundle
 from harness.models.teacher_forcing import mtp_forward, target_forward
 
 
+def accepted_share(results: Sequence[DecodeResult]) -> float:
+    """Accepted drafts over drafts verified, over every pass of `results` (0 where nothing was drafted)."""
+    drafted = sum(len(step.drafts) for result in results for step in result.steps)
+    return sum(step.accepted for result in results for step in result.steps) / max(1, drafted)
+
+
 def pass_statistics(results: Sequence[DecodeResult], k: int) -> dict[str, object]:
     """Accepted drafts per verification pass (histogram over 0..k), tokens per pass, per-depth acceptance."""
     histogram = [0] * (k + 1)

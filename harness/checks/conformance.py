@@ -51,6 +51,17 @@ def conformance_record(
     ]
     involved = sorted({index for index, *_ in mismatched})
     position = {index: i for i, index in enumerate(involved)}
+    involved_requests = []
+    for index in involved:
+        record = ConformanceRequestRecord(
+            prompt_id=prompts[index].id,
+            prompt_ids=list(requests[index].prompt_ids),
+            token_ids=list(results[index].token_ids),
+            steps=step_records(results[index].steps),
+        )
+        if results[index].prefill_chunk_ends:
+            record["prefill_chunk_ends"] = list(results[index].prefill_chunk_ends)
+        involved_requests.append(record)
     return ConformanceRecord(
         num_draft_tokens=k,
         passes=len(passes),
@@ -58,15 +69,7 @@ def conformance_record(
             ConformanceMismatchRecord(request=position[index], start=start, drafts=list(drafts), expected=list(ours))
             for index, start, drafts, ours in mismatched
         ],
-        requests=[
-            ConformanceRequestRecord(
-                prompt_id=prompts[index].id,
-                prompt_ids=list(requests[index].prompt_ids),
-                token_ids=list(results[index].token_ids),
-                steps=step_records(results[index].steps),
-            )
-            for index in involved
-        ],
+        requests=involved_requests,
     )
 
 

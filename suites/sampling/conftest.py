@@ -103,7 +103,9 @@ class SamplingFamily:
     def compute(self) -> dict[str, FamilyResult | Exception]:
         """Holm over every selected case's p-values; a case whose decoder raised keeps its error and enters
         the family with p = 1 (it can only make the others' correction more conservative)."""
-        for case_id in self.selected:
+        # grouped by k and draft mode: an engine subject runs one engine process for each pair and keeps a few alive
+        # (harness/subjects/engines/process.py EnginePool); each case's randomness is its own, so order is free
+        for case_id in sorted(self.selected, key=lambda c: (CASES[c].k, CASES[c].draft_mode)):
             with contextlib.suppress(Exception):
                 self.outcome(case_id)
         outcomes = self.outcomes

@@ -75,7 +75,8 @@ def test_the_request_asks_for_the_contracts_law_and_a_seed_llama_cpp_does_not_ta
 
 def test_the_log_counts_prompts_processed_in_several_batches_and_tasks_deferred_for_want_of_a_slot():
     """Lines as llama.cpp 2026.10.11549 writes them with n_batch 16 and 2 slots for 4 requests (one `cached n_tokens`
-    line per batch of a prompt; a deferral when every slot is busy): the evidence of two deployed configurations."""
+    line per batch of a prompt; a deferral when every slot is busy), under context shift, and when it turns context
+    shift off for a model: the evidence of three deployed configurations."""
     from harness.subjects.engines.llamacpp_server import LogParser
 
     lines = [
@@ -88,8 +89,12 @@ def test_the_log_counts_prompts_processed_in_several_batches_and_tasks_deferred_
         "0.00.031.362 I slot   operator(): id  0 | task 1 | cached n_tokens = 32, memory_seq_rm [32, end)\n",
         "0.00.034.476 I slot   operator(): id  0 | task 1 | cached n_tokens = 48, memory_seq_rm [48, end)\n",
         "0.00.034.502 I slot   operator(): id  1 | task 0 | cached n_tokens = 0, memory_seq_rm [0, end)\n",
+        "0.00.317.055 W slot   operator(): id  0 | task 1 | slot context shift, n_keep = 0, n_left = 255, n_discard = 127\n",
     ]
     parser = LogParser()
     for line in lines:
         parser.feed(line)
-    assert parser.evidence == {"steps_with_requests_waiting": 2, "partial_prefills": 3}
+    assert parser.evidence == {"steps_with_requests_waiting": 2, "partial_prefills": 3, "context_shifts": 1}
+    assert not parser.shift_turned_off
+    parser.feed("0.00.020.000 W srv    load_model: ctx_shift is not supported by this context, it will be disabled\n")
+    assert parser.shift_turned_off

@@ -26,6 +26,7 @@ EVIDENCE = MappingProxyType(
         "preemptions": "requests preempted (their cache freed, recomputed when resumed)",
         "steps_with_requests_waiting": "steps after which a request was left waiting for a place",
         "async_scheduling": "engines running with asynchronous scheduling (the engine's effective setting)",
+        "context_shift": "engines running with context shift (the engine's effective setting)",
         "context_shifts": "context shifts (the oldest tokens of a full context discarded)",
     }
 )
@@ -34,7 +35,10 @@ EVIDENCE = MappingProxyType(
 @dataclass(frozen=True)
 class EngineConfiguration:
     """A deployed configuration of one engine: what it is in words, the server settings that make it, and the
-    counters (EVIDENCE) that must all be > 0 for a run to have been under it."""
+    counters (EVIDENCE) that must all be > 0 for a run to have been under it. `switch`: the counter of the engine's
+    effective setting, where the engine may turn the configuration off for a platform or a model (vLLM's
+    asynchronous scheduling on CPU, llama.cpp's context shift for recurrent memory): at 0 the configuration is one
+    this engine does not have here, and a check under it is skipped with that reason."""
 
     name: str
     what: str
@@ -43,9 +47,10 @@ class EngineConfiguration:
     # request fields and capabilities the engine cannot serve under it, with the reason (as a decoder's
     # why_unsupported)
     lacks: Mapping[str, str] = field(default_factory=dict)
+    switch: str | None = None
 
     def __post_init__(self) -> None:
-        unknown = set(self.evidence) - set(EVIDENCE)
+        unknown = ({*self.evidence, self.switch} - {None}) - set(EVIDENCE)
         if unknown:
             raise ValueError(f"configuration {self.name!r}: unknown evidence {sorted(unknown)}")
 
@@ -114,6 +119,7 @@ VLLM_CONFIGURATIONS: Mapping[str, EngineConfiguration] = MappingProxyType(
                 ("async_scheduling",),
                 # the scheduler output then holds placeholders for the drafts; the recorder reads no passes
                 {"steps": "under asynchronous scheduling vLLM's scheduler output holds placeholder drafts"},
+                switch="async_scheduling",  # vLLM turns it off on CPU (vllm/platforms/cpu.py)
             ),
         )
     }
@@ -149,6 +155,15 @@ LLAMACPP_CONFIGURATIONS: Mapping[str, EngineConfiguration] = MappingProxyType(
                 "2 slots and the server's own queue: requests are not pinned, they wait for a free slot",
                 {"parallel": 2, "server_queue": True},
                 ("steps_with_requests_waiting",),
+            ),
+            EngineConfiguration(
+                "context-shift",
+                "context shift: when a slot's context is full, the older half of it is discarded and the rest "
+                "shifted, the MTP context's with it, and a request may outgrow the context (llama.cpp pads a slot "
+                "to a multiple of 256 tokens: a fixture's whole context)",
+                {"ctx_shift": True},
+                ("context_shifts",),
+                switch="context_shift",  # llama.cpp turns it off for memory that cannot shift (recurrent state)
             ),
         )
     }

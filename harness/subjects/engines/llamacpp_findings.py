@@ -10,15 +10,19 @@ all a signature reads, and each finding says what its signature cannot tell apar
 from __future__ import annotations
 
 from harness.subjects.engines import llamacpp_signatures as signatures
+from harness.subjects.engines.watched_tests import (
+    BATCH_ALONE,
+    CHUNKED,
+    CONFORMANCE,
+    NATURAL,
+    PREFIX_AGAIN,
+    PREFIX_SHARED,
+    QUEUED,
+    RNG_ISOLATION,
+    SPECULATION,
+)
 from harness.subjects.findings import Finding
 
-NATURAL = "greedy/test_greedy_identity.py::test_natural_drafts_reproduce_the_reference"
-BATCH_ALONE = "greedy/test_greedy_identity.py::test_a_batch_of_mixed_prompts_equals_each_prompt_alone"
-CONFORMANCE = "invariants/test_draft_conformance.py::test_greedy_drafts_equal_the_harness_proposers"
-RNG_ISOLATION = "invariants/test_rng_isolation.py::test_a_sampled_request_is_independent_of_its_batch"
-SPECULATION = (
-    "invariants/test_speculation_keeps_seeded_samples.py::test_a_seeded_sample_is_the_same_with_and_without_speculation"
-)
 VERSION = "2026.10.11549"  # xllamacpp, llama.cpp's tree of that wheel (it reports b0-unknown)
 
 ACCEPTED_TOKENS_DROPPED_AT_THE_CONTEXT_END = Finding(
@@ -46,7 +50,18 @@ FIRST_TOKEN_PAIRED_WITH_A_STALE_HIDDEN_STATE = Finding(
     versions=(VERSION,),
     flavours=("cpu",),
     failing={},
-    may_fail={"*": (f"{BATCH_ALONE}[*]", f"{RNG_ISOLATION}[*]", f"{CONFORMANCE}[*]")},
+    may_fail={
+        "*": (
+            f"{BATCH_ALONE}[*]",
+            f"{RNG_ISOLATION}[*]",
+            f"{CONFORMANCE}[*]",
+            # the engine suite's draft conformance under prompt cache reuse, small prompt batches, the server's queue
+            PREFIX_AGAIN,
+            PREFIX_SHARED,
+            CHUNKED,
+            QUEUED,
+        )
+    },
     signature="greedy and seeded tokens unchanged; two decodes of one request differ in their drafts only, or the "
     "drafts differ from the checkpoint's MTP computation in at most a quarter of the passes. Another drafting bug of "
     "that size would look the same in a draft-conformance record",

@@ -20,7 +20,8 @@ through the server's own completion handler. What the server adds is observation
 - the evidence that a deployed configuration happened (harness/subjects/engines/configurations.py) comes from the
   same log and the responses: prompt tokens taken from the slot's cache (`timings.cache_n`), prompts processed in
   more than one batch (a `cached n_tokens = n` line per batch of a prompt), tasks the server deferred because no
-  slot was free (`no slot is available, defer task`). Each reply carries the counters of its call.
+  slot was free (`no slot is available, defer task`), context shifts (`slot context shift`). Each reply carries the
+  counters of its call.
 
 Under the server's own queue (`server_queue`), requests are not pinned to slots: each result is matched to the
 log's task on the slot the response names (`id_slot`) whose emitted tokens are the response's.
@@ -63,6 +64,8 @@ _EMITTED = re.compile(r"^n_gen = (?P<n>\d+), n_remaining = -?\d+, next token: +(
 _RELEASED = re.compile(r"^stop processing")
 _PROMPT_BATCH = re.compile(r"^cached n_tokens = \d+, memory_seq_rm")  # one per batch of a prompt's tokens
 _DEFERRED = re.compile(r"^srv +\S+: no slot is available, defer task")
+_SHIFTED = re.compile(r"^slot context shift, n_keep = ")
+_SHIFT_OFF = re.compile(r"^srv +\S+: ctx_shift is not supported by this context, it will be disabled")
 
 
 def completion_request(request: dict, slot: int, cache_prompt: bool = False) -> dict:
@@ -112,6 +115,7 @@ class LogParser:
         self.current: dict[int, Task] = {}  # slot -> the task it launched last (drafts name the slot only)
         self.tasks: dict[int, Task] = {}  # task id -> task (a task's last lines may follow the next one's launch)
         self.evidence: collections.Counter[str] = collections.Counter()  # configurations.EVIDENCE
+        self.shift_turned_off = False  # llama.cpp said it turns context shift off for this model's memory
 
     def feed(self, raw: str) -> None:
         for record in _RECORD_START.split(raw.rstrip("\n")):
@@ -122,6 +126,9 @@ class LogParser:
         if line is None:
             return  # a continuation of a message that held a newline
         message = line["message"]
+        if _SHIFT_OFF.match(message):
+            self.shift_turned_off = True
+            return
         if _DEFERRED.match(message):
             self.evidence["steps_with_requests_waiting"] += 1
             return
@@ -144,7 +151,9 @@ class LogParser:
         task = self.tasks.get(int(slot_line["task"]))
         if task is None:
             return
-        if _PROMPT_BATCH.match(text):
+        if _SHIFTED.match(text):
+            self.evidence["context_shifts"] += 1
+        elif _PROMPT_BATCH.match(text):
             task.prompt_batches += 1
             self.evidence["partial_prefills"] += int(task.prompt_batches > 1)  # the batch before this one
         elif (drafted := _DRAFTED.match(text)) is not None:
@@ -217,9 +226,9 @@ class LogPipe:
                 self.parser.feed(line)
                 self.changed.notify_all()
 
-    def take(self, released: dict[int, int], timeout: float) -> tuple[dict[int, list[Task]], dict[str, int]]:
+    def take(self, released: dict[int, int], timeout: float) -> tuple[dict[int, list[Task]], LogParser]:
         """Once each slot has released `released[slot]` tasks (at most `timeout` seconds): the tasks parsed since
-        the last take, and the log's evidence counters; the parser starts afresh."""
+        the last take, and the parser that read them (its evidence); the parser starts afresh."""
         deadline = time.monotonic() + timeout
         with self.changed:
             while not all(self.parser.released(slot) >= n for slot, n in released.items()):
@@ -228,7 +237,7 @@ class LogPipe:
                     raise RuntimeError(f"llama.cpp's log did not show every request's end within {timeout:.0f} s")
                 self.changed.wait(left)
             parser, self.parser = self.parser, LogParser()
-        return parser.slots, dict(parser.evidence)
+        return parser.slots, parser
 
 
 class Engine:
@@ -265,6 +274,7 @@ class Engine:
         if config.get("n_batch"):  # prompts processed in batches of this many tokens
             params.n_batch = params.n_ubatch = int(config["n_batch"])
         self.server_queue = bool(config.get("server_queue", False))  # requests wait in the server's own queue
+        params.ctx_shift = bool(config.get("ctx_shift", False))  # a full slot discards its older half and goes on
         self.evidence: collections.Counter[str] = collections.Counter()
         params.verbosity = 5  # the per-pass lines (parse_log)
         k = int(config.get("num_draft_tokens", 0))
@@ -275,10 +285,12 @@ class Engine:
             draft.p_min = 0.0  # no probability cut-off
             draft.cache_type_k = draft.cache_type_v = f32
         self.server = xllamacpp.Server(params)
-        self.log.take({}, LOG_WAIT_SECONDS)  # the start-up lines
+        _, start_up = self.log.take({}, LOG_WAIT_SECONDS)  # the start-up lines
+        self.context_shift = params.ctx_shift and not start_up.shift_turned_off  # the effective setting
 
     def take_evidence(self) -> dict:
         taken, self.evidence = dict(self.evidence), collections.Counter()
+        taken["context_shift"] = int(self.context_shift)
         return taken
 
     def describe(self) -> dict:
@@ -308,8 +320,8 @@ class Engine:
         if errors:
             raise RuntimeError(f"llama.cpp refused request {errors[0][0]}: {errors[0][1]}")
         slots = [int(responses[index]["__verbose"]["id_slot"]) for index in range(len(requests))]
-        tasks, evidence = self.log.take(collections.Counter(slots), LOG_WAIT_SECONDS)
-        self.evidence.update(evidence)
+        tasks, parser = self.log.take(collections.Counter(slots), LOG_WAIT_SECONDS)
+        self.evidence.update(parser.evidence)
         self.evidence["prefix_cache_hit_tokens"] += sum(
             int(responses[index]["timings"].get("cache_n", 0)) for index in range(len(requests))
         )

@@ -41,6 +41,7 @@ from harness.subjects.engines.llamacpp_environment import LLAMACPP, SERVER, gguf
 from harness.subjects.engines.process import EnginePool, EngineProcess
 
 PARALLEL_SLOTS = int(os.environ.get("MTP_HARNESS_LLAMACPP_SLOTS", "4"))
+SHIFTED_CONTEXTS = 4  # under context shift, how many contexts' worth a request may ask for
 WHY_UNSUPPORTED = {
     "forced_drafts": "llama.cpp has no way to propose a token of the caller's choosing without changing its code",
     "draft_mode": "llama.cpp's draft-mtp drafts the NextN layer's argmax; it has no sampled-draft mode here",
@@ -99,7 +100,9 @@ class LlamaCppDecoder:
             return self.pool.get(key, lambda: self._start(key)).decode(group)
 
         bundle = self.bundle
-        return decode_in_groups(requests, bundle.vocab_size, bundle.max_context, self._engine_key, decode_group)
+        # under context shift a slot discards the older half of a full context and goes on: a request may outgrow it
+        limit = bundle.max_context * (SHIFTED_CONTEXTS if self.configuration.settings.get("ctx_shift") else 1)
+        return decode_in_groups(requests, bundle.vocab_size, limit, self._engine_key, decode_group)
 
     def plain_twin(self) -> LlamaCppDecoder:
         """llama.cpp without speculation: a seeded sampled request must give the same tokens (see the module)."""

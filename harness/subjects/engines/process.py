@@ -166,9 +166,11 @@ class EngineProcess:
 
 class EnginePool:
     """Engine processes by configuration key, started on first use and closed at exit. At most `max_alive`
-    live at once (each holds a model and its KV cache): the least recently used one is closed to make room."""
+    live at once (each holds a model and its KV cache; a vLLM engine of a fixture about 0.9 GB): the least recently
+    used one is closed to make room. Eight covers the suites' keys (k = 1..4, greedy and sampled drafts), so that
+    no engine is started twice in a run: a start costs about 13 s of CPU (vLLM on CPU)."""
 
-    def __init__(self, max_alive: int = int(os.environ.get("MTP_HARNESS_MAX_ENGINES", "4"))) -> None:
+    def __init__(self, max_alive: int = int(os.environ.get("MTP_HARNESS_MAX_ENGINES", "8"))) -> None:
         self.max_alive = max(1, max_alive)
         self._processes: dict[tuple, EngineProcess] = {}  # in order of last use
         atexit.register(self.close)

@@ -10,8 +10,9 @@ Each predicate accepts only what its bug can produce, so that a different bug in
   mismatches only at or after a request's skipped pass);
 - probabilistic drafts without the request's seed: a seeded request with sampled drafts whose output changes with
   its batch (the record cannot tell it from another RNG bug of the draft path; its reproducer can);
-- position 0 and GLM-4.5's pre-norm hand-over: the engine's drafts equal those of the harness's proposer computing
-  the MTP layer as the findings describe it (harness/subjects/engines/vllm_drafting.py).
+- position 0, GLM-4.5's pre-norm hand-over and the chunked prefill's last prompt token: the engine's drafts equal
+  those of the harness's proposer computing the MTP layer as the findings describe it (the chunk ends as the engine
+  reported them; harness/subjects/engines/vllm_drafting.py).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ GROSS_P = 1e-12
 DRAFTER_SKIP = "vllm-drafter-skipped-for-the-whole-batch-near-max-model-len"
 POSITION_ZERO = "vllm-mtp-zeroes-the-token-embedding-at-position-0"
 PRE_NORM_CHAIN = "vllm-glm4-moe-mtp-chains-drafts-from-the-pre-norm-hidden-state"
+CHUNK_END_TOKEN = "vllm-mtp-chunked-prefill-feeds-the-last-prompt-token-at-every-chunk-end"
 
 
 # --- the CPU expand kernel ----------------------------------------------------------------------------------
@@ -40,13 +42,17 @@ def sampled_from_a_far_wider_law(case: FailedCase) -> bool:
     """The out-of-bounds top-k crash; a sampling case whose law is grossly unlike the target's (a first-token law
     at TV >= WIDE_TV, or whole sequences that every pooled test rejects at p < GROSS_P); or a seeded sampled
     request whose output changes with its batch (its record present: the sampling parameters are read from
-    uninitialised memory, which differs from batch to batch). That last one is every RNG-isolation failure: the
-    record cannot tell this bug from another one there, and the run beneath the fixes judges RNG isolation."""
+    uninitialised memory, which differs from batch to batch), or with its schedule or engine (a `repeat` record of
+    a sampled request). Those are every RNG-isolation and repeat failure of a sampled request: the record cannot tell
+    this bug from another one there, and the run beneath the fixes judges them."""
     if OUT_OF_BOUNDS.search(case.message):
         return True
     sampling = case.records.get("sampling")
     if sampling:
         return bool(sampling["rejected"]) and grossly_unlike_the_target(sampling)
+    repeat = case.records.get("repeat")  # the same seeded request in two runs (the engine suite)
+    if repeat:
+        return repeat["request"]["temperature"] > 0
     return "isolation" in case.records
 
 
@@ -106,6 +112,12 @@ def drafts_chained_from_the_pre_norm_state(case: FailedCase) -> bool:
     return PRE_NORM_CHAIN in conformance_explained_by(case)
 
 
+def drafts_with_the_last_prompt_token_at_chunk_ends(case: FailedCase) -> bool:
+    """Every draft mismatch explained by the watching findings together, some of them by the MTP layer's cache built
+    with the prompt's last token at the end of each prefill chunk the engine reported for the request."""
+    return CHUNK_END_TOKEN in conformance_explained_by(case)
+
+
 _EXPLAINED: dict[tuple[str, str], frozenset[str]] = {}  # one computation per failed case for the three findings
 
 
@@ -142,15 +154,21 @@ def _explain_mismatches(conformance: Mapping[str, Any], case: FailedCase) -> fro
         "zero_position_zero": POSITION_ZERO in case.watched_by,
         "chain_pre_norm": PRE_NORM_CHAIN in case.watched_by,
     }
-    if left and any(described.values()):
+    chunked = CHUNK_END_TOKEN in case.watched_by and any(r.get("prefill_chunk_ends") for r in requests)
+    if left and (any(described.values()) or chunked):
         from harness.subjects.engines.vllm_drafting import drafts_as_described
 
         passes = [(committed_prefix(requests[m["request"]], m["start"]), len(m["drafts"])) for m in left]
-        expected = drafts_as_described(case.model(), passes, **described)
+        fed = [
+            (tuple(requests[m["request"]].get("prefill_chunk_ends", [])), requests[m["request"]]["prompt_ids"][-1])
+            for m in left
+        ]
+        expected = drafts_as_described(case.model(), passes, **described, fed_last_prompt_token=fed if chunked else ())
         kept = [m for m, drafts in zip(left, expected, strict=True) if tuple(m["drafts"]) != drafts]
         if len(kept) < len(left):
+            flags = (*described.values(), chunked)
             used |= {
-                slug for slug, flag in zip((POSITION_ZERO, PRE_NORM_CHAIN), described.values(), strict=True) if flag
+                slug for slug, flag in zip((POSITION_ZERO, PRE_NORM_CHAIN, CHUNK_END_TOKEN), flags, strict=True) if flag
             }
         left = kept
     return frozenset(used) if not left else frozenset()

@@ -1,0 +1,114 @@
+"""Reproducer (vLLM alone): with chunked prefill, vLLM's MTP layer caches the prompt's last token at the end of every
+prefill chunk that ends inside the prompt, so a request whose prompt was split drafts otherwise than the same request
+prefilled whole.
+
+    python vllm-mtp-chunked-prefill-feeds-the-last-prompt-token-at-every-chunk-end.py [MODEL_DIR]
+
+Run it with the Python of a vLLM 0.32.0 environment (`mtp-harness engine install vllm` makes one on CPU).
+MODEL_DIR: a checkpoint with MTP layers (MiMo, GLM-4.5, DeepSeek-V3 style); default: the harness fixture
+fixtures/models/tiny-mimo. One engine, chunked prefill with a budget of 32 tokens a step, prefix caching off, k = 2,
+greedy. Each short prompt is decoded alone (its prompt fits one step: prefilled whole), then all of them behind a
+long prompt that takes the first step's budget (their prompts are then prefilled in chunks). A greedy draft is a
+function of the committed prefix, so a request's drafts must not depend on how its prompt was prefilled. Exit
+status 1 and `BUG REPRODUCED` when the drafts of a request differ between the two decodes; 0 and `not reproduced`
+when every request drafts the same (the output tokens are the same in both, as greedy verification guarantees).
+"""
+
+import os
+import sys
+from pathlib import Path
+
+os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "nobind")
+os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+
+from tokenizers import Tokenizer
+from vllm import LLM, SamplingParams
+
+MODEL = sys.argv[1] if len(sys.argv) > 1 else str(Path(__file__).parents[2] / "fixtures" / "models" / "tiny-mimo")
+BUDGET = 32  # tokens a step
+SHORT = [
+    "The import statement is used to",
+    "When a class definition is executed, the",
+    "An exception is raised when",
+    "Names refer to objects. Names are introduced by",
+    "The for statement is used to iterate over the elements of a sequence",
+    "A function definition defines a user-defined function object",
+]
+LONG = " ".join(SHORT)  # longer than the budget: it takes the first step, the short prompts are split after it
+
+tokenizer = Tokenizer.from_file(str(Path(MODEL) / "tokenizer.json"))
+short = [tokenizer.encode(text).ids for text in SHORT]
+long = tokenizer.encode(LONG).ids
+assert len(long) > BUDGET and all(len(p) <= BUDGET for p in short)
+llm = LLM(
+    model=MODEL,
+    dtype="float32",
+    max_model_len=256,
+    enforce_eager=True,
+    seed=0,
+    skip_tokenizer_init=True,
+    async_scheduling=False,
+    enable_prefix_caching=False,  # every prefill computes its MTP cache entries afresh
+    enable_chunked_prefill=True,
+    max_num_batched_tokens=BUDGET,
+    max_num_seqs=8,
+    speculative_config={"method": "mtp", "num_speculative_tokens": 2},
+)
+drafts: dict[int, list[list[int]]] = {}  # request number -> the drafts of each verification pass
+chunks: dict[int, list[int]] = {}  # request number -> prompt tokens scheduled at each step of its prefill
+
+
+def record(worker) -> None:  # noqa: ANN001 - runs inside vLLM's worker
+    execute_model = worker.model_runner.execute_model
+
+    def recorded(scheduler_output, *args, **kwargs):  # noqa: ANN001
+        for request_id, tokens in scheduler_output.scheduled_spec_decode_tokens.items():
+            drafts.setdefault(int(request_id.split("-")[0]), []).append(list(tokens))
+        for new in scheduler_output.scheduled_new_reqs:
+            chunks[int(new.req_id.split("-")[0])] = [scheduler_output.num_scheduled_tokens[new.req_id]]
+        for request_id in scheduler_output.scheduled_cached_reqs.req_ids:
+            number = int(request_id.split("-")[0])
+            if number in chunks and sum(chunks[number]) < prompt_length[number]:
+                chunks[number].append(scheduler_output.num_scheduled_tokens[request_id])
+        return execute_model(scheduler_output, *args, **kwargs)
+
+    worker.model_runner.execute_model = recorded
+
+
+prompt_length: dict[int, int] = {}
+next_number = 0
+
+
+def decode(prompts: list[list[int]]) -> list[tuple[list[int], list[list[int]], list[int]]]:
+    """(tokens, drafts per pass, prefill chunk sizes) of each prompt, decoded as one batch."""
+    global next_number
+    numbers = list(range(next_number, next_number + len(prompts)))  # vLLM numbers requests in order, across calls
+    next_number += len(prompts)
+    prompt_length.update(zip(numbers, map(len, prompts), strict=True))
+    params = SamplingParams(temperature=0.0, max_tokens=24, ignore_eos=True, detokenize=False)
+    outputs = llm.generate([{"prompt_token_ids": p} for p in prompts], params, use_tqdm=False)
+    return [
+        (list(o.outputs[0].token_ids), drafts.get(n, []), chunks.get(n, []))
+        for o, n in zip(outputs, numbers, strict=True)
+    ]
+
+
+llm.collective_rpc(record)
+alone = [decode([prompt])[0] for prompt in short]
+behind_the_long_prompt = decode([long, *short])[1:]
+differ = 0
+for index, ((tokens, whole, whole_chunks), (split_tokens, split, split_chunks)) in enumerate(
+    zip(alone, behind_the_long_prompt, strict=True)
+):
+    assert tokens == split_tokens, f"prompt {index}: greedy output changed, {tokens} against {split_tokens}"
+    changed = [i for i, (a, b) in enumerate(zip(whole, split, strict=False)) if a != b]
+    differ += bool(changed)
+    print(
+        f"prompt {index} ({len(short[index])} tokens): prefilled in chunks of {whole_chunks} alone, {split_chunks} "
+        f"behind the long prompt; drafts differ at {len(changed)} of {len(whole)} passes"
+        + (f", first at pass {changed[0]}: {whole[changed[0]]} alone, {split[changed[0]]} split" if changed else "")
+    )
+print(f"{differ} of {len(short)} requests drafted otherwise when their prompt was prefilled in chunks")
+print("BUG REPRODUCED" if differ else "not reproduced")
+sys.exit(1 if differ else 0)

@@ -1,0 +1,127 @@
+"""Deployed engine configurations (harness/subjects/engines/configurations.py) and the engine suite (suites/engine/):
+a configuration is named at the door, shown by the engine's own counters or the check fails, and the suite's checks
+fail on a decoder whose MTP state breaks under the configuration. The engine subjects themselves run in .ci/run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pytest
+
+from harness.contract.errors import HarnessError
+from harness.contract.paths import SUITES
+from harness.decoding.mtp_decoder import MTPDecoder
+from harness.subjects import registry
+from harness.subjects.engines.configurations import (
+    LLAMACPP_CONFIGURATIONS,
+    VLLM_CONFIGURATIONS,
+    EngineConfiguration,
+    missing_evidence,
+)
+from harness.subjects.engines.supported import engine_configuration
+from harness.subjects.mutants import mutant_decoder
+
+pytest_plugins = ["pytester"]
+
+
+def test_a_configuration_is_known_to_the_engine_of_the_decoder_or_stops_at_the_door():
+    assert engine_configuration("vllm-mtp", "preempt") == "preempt"
+    assert engine_configuration("llamacpp-mtp", "prefix-cache") == "prefix-cache"
+    assert engine_configuration("mtp", "default") == "default"
+    with pytest.raises(HarnessError, match=r"--engine-config preempt: llama.cpp has no such configuration; known: "):
+        engine_configuration("llamacpp-mtp", "preempt")
+    with pytest.raises(HarnessError, match=r"--engine-config queue: decoder 'mtp' is not an engine"):
+        engine_configuration("mtp", "queue")
+
+
+def test_a_configuration_names_only_counters_an_engine_reports():
+    with pytest.raises(ValueError, match="unknown evidence"):
+        EngineConfiguration("x", "x", {}, ("cache_hits",))
+    for configuration in [*VLLM_CONFIGURATIONS.values(), *LLAMACPP_CONFIGURATIONS.values()]:
+        assert configuration.name == "default" or configuration.evidence, f"{configuration.name}: nothing shows it"
+
+
+def test_a_configuration_happened_only_when_every_counter_it_requires_moved():
+    preempt = VLLM_CONFIGURATIONS["preempt"]
+    assert missing_evidence(preempt, {"preemptions": 3}) == []
+    assert missing_evidence(preempt, {"preemptions": 0, "prefix_cache_hit_tokens": 90}) == ["preemptions"]
+    assert missing_evidence(VLLM_CONFIGURATIONS["chunked-prefill"], {"partial_prefills": 4}) == [
+        "prefills_beside_decodes"
+    ]
+
+
+@dataclass
+class ConfiguredInProcess:
+    """The harness's own decoder (or a mutant) posing as an engine subject with deployed configurations, whose
+    "engine" reports the counters it is given: the engine suite's machinery, without an engine."""
+
+    inner: MTPDecoder
+    counters: dict[str, int]
+    configuration: EngineConfiguration = field(default_factory=lambda: VLLM_CONFIGURATIONS["default"])
+    engine_configurations = VLLM_CONFIGURATIONS
+
+    @property
+    def name(self) -> str:
+        return "configured-in-process"
+
+    def decode(self, requests):
+        return self.inner.decode(requests)
+
+    def configured(self, name: str) -> ConfiguredInProcess:
+        return ConfiguredInProcess(self.inner, self.counters, VLLM_CONFIGURATIONS[name])
+
+    def take_evidence(self) -> dict[str, int]:
+        return dict(self.counters)
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.fixture
+def engine_run(pytester, monkeypatch):
+    """engine_run(decoder factory, test file) -> the pytester result of that engine-suite file on tiny-mimo."""
+
+    def run(factory, test_file: str):
+        monkeypatch.setitem(registry._FACTORIES, "configured-in-process", factory)
+        return pytester.runpytest_inprocess(
+            str(SUITES / "engine" / test_file),
+            "--decoder=configured-in-process",
+            "--model=tiny-mimo",
+            "--dtype=float64",
+            "-p",
+            "no:cacheprovider",
+            "-q",
+        )
+
+    return run
+
+
+QUEUED = {"steps_with_requests_waiting": 7}
+
+
+def test_a_check_under_a_configuration_passes_on_the_correct_decoder_when_its_counters_moved(engine_run):
+    result = engine_run(
+        lambda bundle, device, dtype: ConfiguredInProcess(MTPDecoder(bundle), QUEUED), "test_queueing.py"
+    )
+    result.assert_outcomes(passed=2)
+
+
+def test_a_check_whose_configuration_did_not_happen_fails_saying_so(engine_run):
+    result = engine_run(lambda bundle, device, dtype: ConfiguredInProcess(MTPDecoder(bundle), {}), "test_queueing.py")
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(["*configuration 'queue' did not happen: the engine's counters*stayed at 0*"])
+
+
+def test_an_mtp_cache_left_unrolled_under_a_configuration_fails_its_draft_conformance(engine_run):
+    def unrolled(bundle, device, dtype):
+        return ConfiguredInProcess(mutant_decoder("no-mtp-rollback", bundle), QUEUED)
+
+    result = engine_run(unrolled, "test_queueing.py")
+    result.assert_outcomes(failed=1, passed=1)  # its seeded samples do not depend on the schedule
+    result.stdout.fnmatch_lines(["*passes proposed drafts the committed prefix does not give*"])
+
+
+def test_the_engine_suite_skips_the_harness_decoder_with_the_reason(pytester):
+    result = pytester.runpytest_inprocess(str(SUITES / "engine"), "--decoder=mtp", "-p", "no:cacheprovider", "-rs")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(["*decoder 'mtp' has no deployed engine configurations*"])
