@@ -125,3 +125,40 @@ def test_the_engine_suite_skips_the_harness_decoder_with_the_reason(pytester):
     result = pytester.runpytest_inprocess(str(SUITES / "engine"), "--decoder=mtp", "-p", "no:cacheprovider", "-rs")
     assert result.ret == 0
     result.stdout.fnmatch_lines(["*decoder 'mtp' has no deployed engine configurations*"])
+
+
+def test_vllms_scheduler_watch_counts_what_the_scheduler_did_from_its_own_state():
+    """harness/subjects/engines/vllm_server.py SchedulerWatch on a stand-in scheduler (the attributes it reads of
+    vLLM 0.32.0's Scheduler, SchedulerOutput and Request): a request that found 64 prompt tokens cached, one whose
+    prefill stopped inside its prompt beside a decoding one, a preemption and a request left waiting."""
+    from types import SimpleNamespace as Stub
+
+    from harness.subjects.engines.vllm_server import HARNESS_KEY, SchedulerWatch
+
+    def request(key, prompt, computed):  # computed: after this step's scheduled tokens
+        params = Stub(extra_args={HARNESS_KEY: {"key": key}})
+        return Stub(num_prompt_tokens=prompt, num_computed_tokens=computed, sampling_params=params)
+
+    scheduler = Stub(
+        requests={"a": request("b1-r0", 100, 96), "b": request("b1-r1", 40, 32), "c": request("b1-r2", 10, 30)},
+        waiting=["d"],
+    )
+    outputs = [
+        Stub(
+            scheduled_new_reqs=[Stub(num_computed_tokens=64), Stub(num_computed_tokens=0)],
+            preempted_req_ids={"e"},
+            num_scheduled_tokens={"a": 32, "b": 32, "c": 3},  # a: 64 -> 96 (a chunk), b: 0 -> 32, c: decoding
+        )
+    ]
+    scheduler.schedule = lambda: outputs.pop()
+    watch = SchedulerWatch(scheduler)
+    scheduler.schedule()
+    assert watch.take() == {
+        "prefix_cache_hit_tokens": 64,
+        "preemptions": 1,
+        "partial_prefills": 2,
+        "prefills_beside_decodes": 1,
+        "steps_with_requests_waiting": 1,
+    }
+    assert watch.chunk_ends == {"b1-r0": [96], "b1-r1": [32]}
+    assert watch.take() == {}, "a take starts the counts afresh"
