@@ -7,13 +7,15 @@ prefilled whole.
 Run it with the Python of a vLLM 0.32.0 environment (`mtp-harness engine install vllm` makes one on CPU).
 MODEL_DIR: a checkpoint with MTP layers (MiMo, GLM-4.5, DeepSeek-V3 style); default: the harness fixture
 fixtures/models/tiny-mimo. One engine, chunked prefill with a budget of 32 tokens a step, prefix caching off, k = 2,
-greedy. Each short prompt is decoded alone (its prompt fits one step: prefilled whole), then all of them behind a
-long prompt that takes the first step's budget (their prompts are then prefilled in chunks). A greedy draft is a
+greedy. Each prompt fixture of up to 32 tokens (fixtures/prompts.json, read as data) is decoded alone (its prompt
+fits one step: prefilled whole), then all of them as one batch behind a long prompt that takes most of the first
+two steps' budget (their prompts are then prefilled in chunks, split at many positions). A greedy draft is a
 function of the committed prefix, so a request's drafts must not depend on how its prompt was prefilled. Exit
 status 1 and `BUG REPRODUCED` when the drafts of a request differ between the two decodes; 0 and `not reproduced`
 when every request drafts the same (the output tokens are the same in both, as greedy verification guarantees).
 """
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -26,21 +28,14 @@ from tokenizers import Tokenizer
 from vllm import LLM, SamplingParams
 
 MODEL = sys.argv[1] if len(sys.argv) > 1 else str(Path(__file__).parents[2] / "fixtures" / "models" / "tiny-mimo")
+PROMPTS = Path(__file__).parents[2] / "fixtures" / "prompts.json"  # the harness's prompt fixtures, read as data
 BUDGET = 32  # tokens a step
-SHORT = [
-    "The import statement is used to",
-    "When a class definition is executed, the",
-    "An exception is raised when",
-    "Names refer to objects. Names are introduced by",
-    "The for statement is used to iterate over the elements of a sequence",
-    "A function definition defines a user-defined function object",
-]
-LONG = " ".join(SHORT)  # longer than the budget: it takes the first step, the short prompts are split after it
 
 tokenizer = Tokenizer.from_file(str(Path(MODEL) / "tokenizer.json"))
-short = [tokenizer.encode(text).ids for text in SHORT]
-long = tokenizer.encode(LONG).ids
-assert len(long) > BUDGET and all(len(p) <= BUDGET for p in short)
+fixtures = json.loads(PROMPTS.read_text())["prompts"]
+encoded = [f["token_ids"] if "token_ids" in f else tokenizer.encode(f["text"]).ids for f in fixtures]
+short = [ids for ids in encoded if len(ids) <= BUDGET]  # prefilled whole when alone
+long = [token for ids in encoded for token in ids][: 2 * BUDGET - 5]  # ahead of them: they start mid-step
 llm = LLM(
     model=MODEL,
     dtype="float32",
@@ -96,7 +91,7 @@ def decode(prompts: list[list[int]]) -> list[tuple[list[int], list[list[int]], l
 
 llm.collective_rpc(record)
 alone = [decode([prompt])[0] for prompt in short]
-behind_the_long_prompt = decode([long, *short])[1:]
+behind_the_long_prompt = decode([list(long), *short])[1:]
 differ = 0
 for index, ((tokens, whole, whole_chunks), (split_tokens, split, split_chunks)) in enumerate(
     zip(alone, behind_the_long_prompt, strict=True)
