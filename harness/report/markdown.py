@@ -1,5 +1,6 @@
 """Markdown tables of measured figures, made from runs' results.json, for docs/measurements/: what a run
-counted per suite, the mutation table and the efficiency table. Each table is headed by where its figures come
+counted per suite, the greedy coverage, the engine suite's configurations and their evidence, the mutation table
+and the efficiency table. Each table is headed by where its figures come
 from (the date, the commit and the command of the runs), so a figure in the docs is pasted, never retyped.
 
     mtp-harness summarize reports/<run-id> [reports/<run-id> ...]   (or a --report-dir: its latest run)
@@ -91,6 +92,24 @@ def coverage_table(runs: Sequence[Results]) -> str | None:
     return table(header, rows)
 
 
+def engine_configs_table(runs: Sequence[Results]) -> str | None:
+    """The engine suite's checks of each run: configuration, outcome, and the counters that show it happened."""
+    rows = []
+    for results in runs:
+        model = Path(str(results["run"]["model"])).name
+        for case in results["cases"]:
+            record = case.get("engine_config")
+            if not record:
+                continue
+            counters = record["evidence"]
+            shown = ", ".join(f"{name} {counters.get(name, 0)}" for name in record["required"]) or "none required"
+            name = case["case"].split("::")[-1].removeprefix("test_")
+            rows.append([results["run"]["decoder"], model, name, record["configuration"], case["outcome"], shown])
+    if not rows:
+        return None
+    return table(["decoder", "model", "check", "configuration", "outcome", "evidence (the engine's counters)"], rows)
+
+
 def mutants_table(results: Results) -> str | None:
     """The mutation catalogue's table: every decoder against every suite, and the score."""
     mutants = results.get("mutants")
@@ -155,9 +174,7 @@ def summary(paths: Sequence[Path]) -> str:
     """The markdown block for docs/measurements/: provenance, counts, and the mutation tables when present."""
     runs = [load_results(path) for path in paths]
     parts = [provenance(runs), counts_table(runs)]
-    coverage = coverage_table(runs)
-    if coverage:
-        parts.append(coverage)
+    parts += [part for part in (coverage_table(runs), engine_configs_table(runs)) if part]
     for results in runs:
         parts += [part for part in (mutants_table(results), efficiency_table(results)) if part]
     return "\n\n".join(parts) + "\n"

@@ -51,3 +51,19 @@ def test_the_coverage_table_sums_the_positions_the_greedy_checks_compared(tmp_pa
     (tmp_path / "results.json").write_text(json.dumps(results))
     text = summary([tmp_path / "results.json"])
     assert "| vllm-mtp | tiny-mimo | bf16 | 2 | 20 | 19 | 95.0% | 1 |" in text
+
+
+def test_the_engine_suites_checks_are_listed_with_their_configuration_and_the_engines_counters(tmp_path):
+    checked = case("engine", "xfailed") | {
+        "case": "test_preemption.py::test_preempted_requests_decode_as_the_reference",
+        "engine_config": {
+            "configuration": "preempt",
+            "what": "a small KV cache",
+            "evidence": {"preemptions": 6, "prefix_cache_hit_tokens": 0},
+            "required": ["preemptions"],
+        },
+    }
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "results.json").write_text(json.dumps(run([], [checked])))
+    [row] = [line for line in summary([tmp_path / "run"]).splitlines() if "| preempt |" in line]
+    assert row == "| vllm-mtp | tiny-mimo | preempted_requests_decode_as_the_reference | preempt | xfailed | preemptions 6 |"
