@@ -66,4 +66,7 @@ def test_the_engine_suites_checks_are_listed_with_their_configuration_and_the_en
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "results.json").write_text(json.dumps(run([], [checked])))
     [row] = [line for line in summary([tmp_path / "run"]).splitlines() if "| preempt |" in line]
-    assert row == "| vllm-mtp | tiny-mimo | preempted_requests_decode_as_the_reference | preempt | xfailed | preemptions 6 |"
+    assert (
+        row
+        == "| vllm-mtp | tiny-mimo | preempted_requests_decode_as_the_reference | preempt | xfailed | preemptions 6 |"
+    )
