@@ -158,17 +158,17 @@ def test_an_engine_started_in_the_test_that_does_not_start_is_a_failure_though_i
 
 
 def test_the_vllm_signatures_refuse_a_start_up_failure_and_an_unrelated_crash():
-    from harness.subjects.engines.vllm_signatures import drafts_of_token_zero, sampled_from_a_far_wider_law
+    from harness.subjects.engines.vllm_signatures import drafts_of_token_zero, sampled_with_garbage_parameters
     from harness.subjects.findings import FailedCase
 
     def case(message, records=None):
         return FailedCase("n", message, records or {}, (), model=lambda: pytest.fail("no model needed"))
 
     start_up = "EngineError: engine vllm-mtp-tiny-mimo-k2-greedy did not start: RuntimeError: out of memory"
-    assert not sampled_from_a_far_wider_law(case(start_up))
-    assert not sampled_from_a_far_wider_law(case("EngineError: engine died: Segmentation fault"))
+    assert not sampled_with_garbage_parameters(case(start_up))
+    assert not sampled_with_garbage_parameters(case("EngineError: engine died: Segmentation fault"))
     crash = "EngineError: RuntimeError: index -874454752 is out of bounds for dimension 1 with size 1024"
-    assert sampled_from_a_far_wider_law(case(crash))
+    assert sampled_with_garbage_parameters(case(crash))
     assert not drafts_of_token_zero(case(start_up))
 
 
@@ -201,12 +201,22 @@ def test_the_drafter_skip_signature_needs_unproposed_token_zero_drafts_and_uncha
     assert not explained(passes([0, 0]) | divergence), "the skip never changes greedy tokens"
 
 
-def test_a_law_grossly_unlike_the_target_needs_a_large_tv_or_every_pooled_test_at_zero():
-    from harness.subjects.engines.vllm_signatures import grossly_unlike_the_target
+def test_the_expand_kernel_signature_needs_a_rejection_that_spares_the_first_token():
+    from harness.subjects.engines.vllm_signatures import sampled_with_garbage_parameters
+    from harness.subjects.findings import FailedCase
 
-    assert grossly_unlike_the_target({"kind": "law", "tv": 0.45})
-    assert not grossly_unlike_the_target({"kind": "law", "tv": 0.08}), "a shift the suite just detects is not it"
-    pooled = [{"test": name, "raw": 0.0, "holm": 0.0} for name in ("KS", "binned chi-square", "log-likelihood")]
-    assert grossly_unlike_the_target({"kind": "pit", "p_values": pooled})
-    pooled[1]["raw"] = 1e-4
-    assert not grossly_unlike_the_target({"kind": "pit", "p_values": pooled}), "one pooled test not at 0"
+    def pit(rejected, first_ks_holm, first_z_holm=1.0):
+        positions = [
+            {"position": t, "ks_holm": 1.0 if t else first_ks_holm, "z_holm": 1.0 if t else first_z_holm}
+            for t in range(3)
+        ]
+        positions[2] = {"position": 2, "ks_holm": 0.0, "z_holm": 0.0}  # the garbage temperature acts here
+        record = {"kind": "pit", "rejected": rejected, "family_alpha": 1e-3, "positions": positions}
+        return FailedCase("n", "rejected", {"sampling": record}, (), model=lambda: None)
+
+    assert sampled_with_garbage_parameters(pit(True, first_ks_holm=0.5))
+    assert not sampled_with_garbage_parameters(pit(True, first_ks_holm=1e-9)), "the plain sampler's token is off"
+    assert not sampled_with_garbage_parameters(pit(True, 0.5, first_z_holm=1e-9)), "the first token's likelihood"
+    assert not sampled_with_garbage_parameters(pit(False, 0.5)), "a case that was not rejected failed otherwise"
+    law = {"kind": "law", "rejected": True, "tv": 0.05}
+    assert sampled_with_garbage_parameters(FailedCase("n", "rejected", {"sampling": law}, (), model=lambda: None))

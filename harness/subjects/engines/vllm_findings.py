@@ -28,12 +28,12 @@ CPU_EXPAND_KERNEL = Finding(
     versions=("0.32.0",),
     flavours=("cpu",),
     failing={"*": ("sampling/test_target_distribution.py::*", f"{RNG_ISOLATION}[*]", *ENGINE_SEEDED)},
-    signature="sampled tokens from a law grossly unlike the target's (a first-token law at TV >= 0.25 from the "
-    "target's, or whole sequences every pooled test rejects at p < 1e-12), a seeded sampled request whose output "
-    "changes with its batch, its schedule or its engine, or the engine stopping on an out-of-bounds top-k index "
-    "(`index N is out of bounds for dimension 1`). Another gross sampling bug or RNG-isolation bug would look the "
-    "same: --engine-fixes judges the sampler and its randomness beneath it",
-    explains=signatures.sampled_from_a_far_wider_law,
+    signature="a rejected sampling case whose first output token follows the target's law (vLLM's plain sampler "
+    "draws it with the request's own parameters; the garbage reaches only the rejection sampler, and moves the law by "
+    "any amount), a seeded sampled request whose output changes with its batch, its schedule or its engine, or the "
+    "engine stopping on an out-of-bounds top-k index (`index N is out of bounds for dimension 1`). Another bug of the "
+    "rejection sampler or of per-request randomness would look the same: --engine-fixes judges them beneath it",
+    explains=signatures.sampled_with_garbage_parameters,
 )
 
 DRAFTER_SKIPPED_FOR_THE_WHOLE_BATCH = Finding(
