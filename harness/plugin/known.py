@@ -20,7 +20,6 @@ import pytest
 
 from harness.contract.paths import resolve_model_path
 from harness.contract.records import RECORD_PREFIX, KnownRecord, attach_record
-from harness.subjects.engines.process import EngineUnavailable
 from harness.subjects.engines.supported import engine_of_decoder
 from harness.subjects.findings import FailedCase, Finding, explaining, known_failures, suite_relative
 
@@ -66,6 +65,8 @@ def judge(item: pytest.Item, call: pytest.CallInfo, report: pytest.TestReport) -
             "test from the finding's `failing` list (harness/subjects/engines/<engine>_findings.py)."
         )
         return
+    from harness.subjects.engines.process import EngineUnavailable  # imports torch: only once a watched test failed
+
     if call.excinfo is not None and call.excinfo.errisinstance(EngineUnavailable):
         section = f"not explained by {slugs}: an engine that did not start or stopped answering is never a finding"
         add_section(report, section)

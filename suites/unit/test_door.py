@@ -82,3 +82,11 @@ def test_an_unknown_or_unimportable_module_factory_is_named_at_the_door():
         check_decoder("no_such_module:make", "cpu")
     with pytest.raises(UsageError, match=r"--decoder mutant:no-bonu: unknown decoder .* Did you mean mutant:no-bonus"):
         check_decoder("mutant:no-bonu", "cpu")
+
+
+def test_the_plugin_loads_without_torch_so_the_door_answers_before_torch_is_imported():
+    """pytest imports the plugin before any hook runs: torch there (seconds) would come before every door check."""
+    probe = "import sys, harness.plugin; print('torch' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300, env=ENV)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False", "harness.plugin imports torch: find the import with python -X importtime"
