@@ -52,6 +52,19 @@ def engine(decoder: Decoder) -> Decoder:
     return decoder
 
 
+def speculates(decoder: Decoder) -> bool:
+    """Whether the engine subject drafts (vllm-mtp, llamacpp-mtp) or is its engine without speculation."""
+    return bool(getattr(decoder, "speculative", True))
+
+
+@pytest.fixture(scope="session")
+def speculative_engine(engine: Decoder) -> Decoder:
+    """The engine subject, when it speculates: a check with and without speculation needs one that does."""
+    if not speculates(engine):
+        pytest.skip(f"decoder {engine.name!r} does not speculate: with and without speculation would be one engine")
+    return engine
+
+
 @pytest.fixture(scope="module")
 def configured(engine: Decoder) -> Iterator[Callable[..., Decoder]]:
     """configured(name, fresh=False) -> the subject under that deployed configuration, with engines of its own:
@@ -175,6 +188,8 @@ def run_checked(
         for reference, request, result in zip(references, requests, results, strict=True):
             check_tokens(reference, result, request=request)
         conformance = drafts_conform(decoder, bundle, requests, results)
+        if conformance is not None:  # a configuration under which the engine stops drafting is no pass
+            assert conformance.passes, f"{decoder.name} proposed no drafts under {decoder.configuration.name!r}"
         if conformance is not None and conformance.mismatched:
             prompts = [reference.prompt for reference in references]
             attach_record(record_property, "conformance", conformance.record(ENGINE_K, prompts, requests, results))
@@ -189,7 +204,7 @@ def drafts_conform(
 ) -> Conformance | None:
     """The draft-conformance check of a greedy decode, or None where it cannot run (no passes reported, or drafts
     not from the checkpoint's MTP depths)."""
-    if cannot_serve(decoder, "steps") is not None or drafter(decoder) != "mtp":
+    if not speculates(decoder) or cannot_serve(decoder, "steps") is not None or drafter(decoder) != "mtp":
         return None
     return check_conformance(bundle.with_depths(drafter_depths(decoder)), requests, results)
 

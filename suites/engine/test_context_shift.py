@@ -15,6 +15,7 @@ pytestmark = pytest.mark.engine
 NEW_TOKENS, REQUESTS = 120, 4  # past the end of a fixture's context: at least one shift each
 
 
+@pytest.mark.usefixtures("speculative_engine")
 def test_speculation_under_context_shift_gives_the_tokens_of_the_same_engine_without_speculation(
     engine_k, configured, bundle, prompts, shown, record_property
 ):

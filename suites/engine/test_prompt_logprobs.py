@@ -18,8 +18,9 @@ SAME = 1e-5  # float32 logprobs of one engine's target forward, with and without
 
 
 def test_prompt_logprobs_are_the_same_with_and_without_speculation(
-    engine, bundle, rescoring_bundle, engine_prompts, record_property
+    speculative_engine, bundle, rescoring_bundle, engine_prompts, record_property
 ):
+    engine = speculative_engine
     if not hasattr(engine, "prompt_logprobs"):
         pytest.skip(f"decoder {engine.name!r} returns no prompt log-probabilities")
     prompts = [p.encode(bundle.tokenizer) for p in engine_prompts[:6]]

@@ -4,6 +4,7 @@ fail on a decoder whose MTP state breaks under the configuration. The engine sub
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import pytest
@@ -119,6 +120,38 @@ def test_an_mtp_cache_left_unrolled_under_a_configuration_fails_its_draft_confor
     result = engine_run(unrolled, "test_queueing.py")
     result.assert_outcomes(failed=1, passed=1)  # its seeded samples do not depend on the schedule
     result.stdout.fnmatch_lines(["*passes proposed drafts the committed prefix does not give*"])
+
+
+class DraftsNothing(ConfiguredInProcess):
+    """A stand-in whose engine stopped drafting: every pass verifies no draft (its tokens stay right)."""
+
+    def decode(self, requests):
+        return [
+            dataclasses.replace(
+                result, steps=tuple(dataclasses.replace(step, drafts=(), accepted=0) for step in result.steps)
+            )
+            for result in self.inner.decode(requests)
+        ]
+
+    def configured(self, name: str) -> DraftsNothing:
+        return DraftsNothing(self.inner, self.counters, VLLM_CONFIGURATIONS[name])
+
+
+def test_a_configuration_under_which_the_engine_stops_drafting_fails(engine_run):
+    result = engine_run(lambda bundle, device, dtype: DraftsNothing(MTPDecoder(bundle), QUEUED), "test_queueing.py")
+    result.assert_outcomes(failed=1, passed=1)  # the seeded samples' check compares tokens only
+    result.stdout.fnmatch_lines(["*configured-in-process proposed no drafts under 'queue'*"])
+
+
+def test_checks_with_and_without_speculation_skip_an_engine_that_does_not_speculate(engine_run):
+    class Plain(ConfiguredInProcess):
+        speculative = False
+
+        def prompt_logprobs(self, prompts, top):
+            raise AssertionError("compared with itself")
+
+    result = engine_run(lambda bundle, device, dtype: Plain(MTPDecoder(bundle), QUEUED), "test_prompt_logprobs.py")
+    result.assert_outcomes(skipped=1)
 
 
 def test_the_engine_suite_skips_the_harness_decoder_with_the_reason(pytester):

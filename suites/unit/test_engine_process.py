@@ -103,9 +103,13 @@ def test_a_malformed_result_names_the_field(message, error):
 def test_the_pool_closes_the_least_recently_used_engine_to_make_room(prefix_bundle):
     pool = EnginePool(max_alive=1)
     first = pool.get(("k2",), start)
+    first.evidence["preemptions"] += 3  # counters the engine sent with its replies
     second = pool.get(("k1",), lambda: start(k=1))
+    second.evidence["preemptions"] += 1
     assert not first.alive and second.alive
     assert pool.get(("k1",), start) is second
+    assert pool.take_evidence() == {"preemptions": 4}, "the closed engine's counters count too"
+    assert pool.take_evidence() == {}
     pool.close()
 
 

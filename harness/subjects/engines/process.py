@@ -173,29 +173,36 @@ class EnginePool:
     def __init__(self, max_alive: int = int(os.environ.get("MTP_HARNESS_MAX_ENGINES", "8"))) -> None:
         self.max_alive = max(1, max_alive)
         self._processes: dict[tuple, EngineProcess] = {}  # in order of last use
+        self._retired_evidence: collections.Counter[str] = collections.Counter()  # of the engines closed since
         atexit.register(self.close)
 
     def get(self, key: tuple, start: Callable[[], EngineProcess]) -> EngineProcess:
         process = self._processes.pop(key, None)
         if process is not None and not process.alive:
-            process.close()
+            self._retire(process)
             process = None
         if process is None:
             while len(self._processes) >= self.max_alive:
                 oldest = next(iter(self._processes))
-                self._processes.pop(oldest).close()
+                self._retire(self._processes.pop(oldest))
             process = start()
         self._processes[key] = process
         return process
 
+    def _retire(self, process: EngineProcess) -> None:
+        """Close an engine, keeping the counters it gathered since the last take."""
+        process.close()
+        self._retired_evidence.update(process.evidence)
+
     def close(self) -> None:
         for process in self._processes.values():
-            process.close()
+            self._retire(process)
         self._processes.clear()
 
     def take_evidence(self) -> dict[str, int]:
-        """The engines' counters (configurations.EVIDENCE) summed over every call since the last take."""
-        total: collections.Counter[str] = collections.Counter()
+        """The engines' counters (configurations.EVIDENCE) summed over every call since the last take, those of
+        engines closed in the meantime (the least recently used, or a dead one replaced) included."""
+        total, self._retired_evidence = self._retired_evidence, collections.Counter()
         for process in self._processes.values():
             total.update(process.evidence)
             process.evidence.clear()

@@ -125,6 +125,9 @@ CHUNKED_PREFILL_FEEDS_THE_LAST_PROMPT_TOKEN = Finding(
     versions=("0.32.0",),
     flavours=("cpu",),  # measured on CPU; the proposer code is shared with CUDA
     failing={"*": (CHUNKED,)},
+    # any suite run under `--engine-config chunked-prefill`: the invariants' draft conformance meets the bug where a
+    # prompt outgrows the chunk (the signature asks for the chunk ends the engine reported, so none elsewhere)
+    may_fail={"*": (f"{CONFORMANCE}[k*]",)},
 )
 
 PROBABILISTIC_DRAFTS_IGNORE_THE_REQUEST_SEED = Finding(
