@@ -15,6 +15,7 @@ from pathlib import Path
 
 from harness.contract.records import Results
 from harness.report.coverage import greedy_coverage
+from harness.report.engine_evidence import required_counters
 
 COUNTED = ("passed", "failed", "error", "skipped", "xfailed", "near-tie")
 
@@ -101,9 +102,8 @@ def engine_configs_table(runs: Sequence[Results]) -> str | None:
             record = case.get("engine_config")
             if not record:
                 continue
-            counters = record["evidence"]
-            shown = ", ".join(f"{name} {counters.get(name, 0)}" for name in record["required"]) or "none required"
             name = case["case"].split("::")[-1].removeprefix("test_")
+            shown = required_counters(record)
             rows.append([results["run"]["decoder"], model, name, record["configuration"], case["outcome"], shown])
     if not rows:
         return None

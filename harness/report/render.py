@@ -33,6 +33,7 @@ from harness.contract.records import (
 )
 from harness.report import charts
 from harness.report.coverage import greedy_coverage
+from harness.report.engine_evidence import required_counters
 from harness.report.timeline import timeline_svg
 
 OUTCOMES = ("passed", "failed", "error", "skipped", "xfailed", "near-tie")
@@ -487,17 +488,13 @@ def _engine_config_section(cases: list[CaseRecord]) -> Markup | None:
         if not record:
             continue
         counters = record["evidence"]
-        shown = ", ".join(
-            f"{name} {counters.get(name, 0)}" + ("" if counters.get(name, 0) > 0 else " (required, stayed 0)")
-            for name in record["required"]
-        )
         others = ", ".join(f"{k} {v}" for k, v in sorted(counters.items()) if k not in record["required"] and v)
         rows.append(
             {
                 "case": case["case"],
                 "outcome": case["outcome"],
                 "configuration": record["configuration"],
-                "evidence (required counters)": shown or "none required",
+                "evidence (required counters)": required_counters(record, mark_missing=True),
                 "other counters": others,
                 "what it is": record["what"],
             }

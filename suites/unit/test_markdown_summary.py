@@ -70,3 +70,18 @@ def test_the_engine_suites_checks_are_listed_with_their_configuration_and_the_en
         row
         == "| vllm-mtp | tiny-mimo | preempted_requests_decode_as_the_reference | preempt | xfailed | preemptions 6 |"
     )
+
+
+def test_the_required_counters_read_the_same_in_the_report_and_the_summary_and_a_stalled_one_is_marked():
+    from harness.report.engine_evidence import required_counters
+
+    record = {
+        "configuration": "preempt",
+        "what": "",
+        "evidence": {"preemptions": 0, "x": 3},
+        "required": ["preemptions"],
+    }
+    assert required_counters(record) == "preemptions 0"
+    assert required_counters(record, mark_missing=True) == "preemptions 0 (required, stayed 0)"
+    assert required_counters({**record, "evidence": {"preemptions": 6}}, mark_missing=True) == "preemptions 6"
+    assert required_counters({**record, "required": []}) == "none required"

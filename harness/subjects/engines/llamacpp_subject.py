@@ -104,10 +104,6 @@ class LlamaCppDecoder:
         limit = bundle.max_context * (SHIFTED_CONTEXTS if self.configuration.settings.get("ctx_shift") else 1)
         return decode_in_groups(requests, bundle.vocab_size, limit, self._engine_key, decode_group)
 
-    def plain_twin(self) -> LlamaCppDecoder:
-        """llama.cpp without speculation: a seeded sampled request must give the same tokens (see the module)."""
-        return LlamaCppDecoder(self.bundle, speculative=False, engine_config=self.configuration.name)
-
     def close(self) -> None:
         self.pool.close()
 
@@ -118,6 +114,9 @@ class LlamaCppDecoder:
     def without_speculation(self) -> LlamaCppDecoder:
         """llama.cpp without speculation, under the same configuration, with servers of its own."""
         return LlamaCppDecoder(self.bundle, False, self.configuration.name)
+
+    # the contract's name for the same engine: a seeded sampled request must give the same tokens (see the module)
+    plain_twin = without_speculation
 
     def prompt_logprobs(self, prompts: Sequence[Sequence[int]], top: int) -> list[list[dict[int, float] | None]]:
         """Per prompt and position: llama.cpp's log-probabilities of the prompt token there and of the `top` most
