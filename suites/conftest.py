@@ -1,5 +1,7 @@
 """What the suites share: the target-only greedy reference of every prompt fixture, computed once per session, and
-the token comparison with its records (the greedy suite and the engine suite use them)."""
+the token comparison with its records (the greedy suite and the engine suite use them). The reference comes from the
+harness's own copy of the checkpoint, or under --reference engine from the engine under test without speculation
+(harness/checks/references.py TargetReference)."""
 
 from __future__ import annotations
 
@@ -10,18 +12,20 @@ from contextlib import contextmanager
 import pytest
 import torch
 
-from harness.checks.divergence import Divergence, NearTieWarning, check_against_target
-from harness.checks.references import GreedyReference, target_greedy_references
+from harness.checks.divergence import Divergence, NearTieWarning
+from harness.checks.references import GreedyReference, HarnessReference, TargetReference
 from harness.contract.decoder import DecodeRequest, DecodeResult
+from harness.contract.errors import WeightsNotLoaded
 from harness.contract.records import DivergenceRecord, GreedyCheckRecord, PassesRecord, attach_record, step_records
 from harness.models.loading import ModelBundle, bundle_for
 from harness.models.prompts import Prompt
-from harness.models.teacher_forcing import target_forward
 
 
 @pytest.fixture(scope="session")
 def rescoring_bundle(pytestconfig: pytest.Config, bundle: ModelBundle) -> ModelBundle:
     """The precise model near-ties are judged by: float64 on CPU, float32 on CUDA (the run's bundle if it is)."""
+    if not bundle.has_weights:
+        raise WeightsNotLoaded("the precise float64 re-scoring of the checkpoint (this run loads no weights)")
     precise = torch.float32 if bundle.device.type == "cuda" else torch.float64
     if bundle.dtype == precise:
         return bundle
@@ -29,11 +33,26 @@ def rescoring_bundle(pytestconfig: pytest.Config, bundle: ModelBundle) -> ModelB
 
 
 @pytest.fixture(scope="session")
-def greedy_references(
-    bundle: ModelBundle, rescoring_bundle: ModelBundle, prompts: list[Prompt]
-) -> dict[str, GreedyReference]:
-    """Target-only greedy output of every prompt fixture (the run's dtype), re-scored for the runner-up."""
-    return target_greedy_references(bundle, rescoring_bundle, prompts)
+def target_reference(
+    pytestconfig: pytest.Config, bundle: ModelBundle, request: pytest.FixtureRequest
+) -> Iterator[TargetReference]:
+    """Where the run's target-only truth comes from (--reference): the harness's own copy of the checkpoint, or the
+    engine under test without speculation, same dtype and parallelism (its engines of its own, closed at the end)."""
+    if pytestconfig.getoption("--reference") != "engine":
+        yield HarnessReference(bundle, request.getfixturevalue("rescoring_bundle"))
+        return
+    from harness.checks.engine_reference import EngineReference
+
+    engine = request.getfixturevalue("decoder").without_speculation()
+    reference = EngineReference(engine, bundle)
+    yield reference
+    reference.close()
+
+
+@pytest.fixture(scope="session")
+def greedy_references(target_reference: TargetReference, prompts: list[Prompt]) -> dict[str, GreedyReference]:
+    """Target-only greedy output of every prompt fixture (the run's dtype), with the runner-up at each position."""
+    return target_reference.greedy(prompts)
 
 
 TOP_TOKENS = 5
@@ -45,19 +64,17 @@ def divergence_record(
     expected: tuple[int, ...],
     result: DecodeResult,
     request: DecodeRequest | None,
-    rescoring_bundle: ModelBundle,
+    target: TargetReference,
 ) -> DivergenceRecord:
     """Everything the report shows about one divergence: both sequences as (id, text), the target's top
-    tokens at the divergent index (re-scored), the forced schedule and the decoder's per-pass trace."""
-    decode = rescoring_bundle.tokenizer.decode
-    with torch.no_grad():
-        prefix = torch.tensor([[*reference.prompt_ids, *expected[: divergence.index]]], device=rescoring_bundle.device)
-        _, logits = target_forward(rescoring_bundle.target, prefix)
-    top = torch.softmax(logits[0, -1].double(), dim=-1).topk(TOP_TOKENS)
+    tokens at the divergent index (re-scored, or the engine's own), the forced schedule and the decoder's per-pass
+    trace."""
+    decode = target.decode_text
+    top = target.top_tokens([*reference.prompt_ids, *expected[: divergence.index]], TOP_TOKENS)
     return {
         **divergence.to_dict(),
         "prompt_id": reference.prompt.id,
-        "dtype": str(rescoring_bundle.dtype).removeprefix("torch."),
+        "dtype": str(target.precise_dtype).removeprefix("torch."),
         "num_draft_tokens": request.num_draft_tokens if request else None,
         # the request itself, for shrinking and the reproducer (harness/triage/shrink.py, harness/triage/reproducer.py)
         "prompt_ids": list(request.prompt_ids) if request else None,
@@ -65,10 +82,7 @@ def divergence_record(
         "eos_token_ids": list(request.eos_token_ids) if request else None,
         "reference_tokens": [{"id": t, "text": decode([t])} for t in expected],
         "actual_tokens": [{"id": t, "text": decode([t])} for t in result.token_ids],
-        "top5": [
-            {"id": int(i), "text": decode([int(i)]), "probability": float(v)}
-            for v, i in zip(top.values, top.indices, strict=True)
-        ],
+        "top5": [{"id": token, "text": decode([token]), "probability": probability} for token, probability in top],
         "forced_drafts": {
             str(position): token for position, token in (request.forced_drafts if request else {}).items()
         },
@@ -77,7 +91,7 @@ def divergence_record(
 
 
 @pytest.fixture
-def check_tokens(bundle: ModelBundle, rescoring_bundle: ModelBundle, record_property):
+def check_tokens(target_reference: TargetReference, record_property):
     """check(reference, result, expected=None, request=None): the decoder's tokens must equal the target-only
     reference's (harness/checks/divergence.py check_against_target). A bf16/fp16 near-tie (the decoder's token
     within the dtype's tolerance of the precise best) is recorded and warned, and the check goes on against the
@@ -92,7 +106,7 @@ def check_tokens(bundle: ModelBundle, rescoring_bundle: ModelBundle, record_prop
     ) -> tuple[Divergence, ...]:
         expected = reference.tokens if expected is None else expected
         request = request or reference.request()
-        outcome = check_against_target(bundle, rescoring_bundle, request, expected, result.token_ids)
+        outcome = target_reference.check(request, expected, result.token_ids)
         attach_record(
             record_property,
             "greedy_check",
@@ -106,7 +120,7 @@ def check_tokens(bundle: ModelBundle, rescoring_bundle: ModelBundle, record_prop
             warnings.warn(NearTieWarning(f"prompt {reference.prompt.id}: {divergence.describe()}"), stacklevel=2)
         shown = outcome.failure or (outcome.near_ties[0] if outcome.near_ties else None)
         if shown is not None:
-            record = divergence_record(shown, reference, outcome.reference, result, request, rescoring_bundle)
+            record = divergence_record(shown, reference, outcome.reference, result, request, target_reference)
             attach_record(record_property, "divergence", record)
         if outcome.failure is not None:
             pytest.fail(f"prompt {reference.prompt.id}: {outcome.failure.describe()}", pytrace=False)

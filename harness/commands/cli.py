@@ -127,6 +127,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="an engine subject under a deployed configuration (vLLM: prefix-cache, chunked-prefill, preempt, queue, "
         "async; llama.cpp: prefix-cache, chunked-prefill, queue); default: the harness's own engine settings",
     )
+    run.add_argument(
+        "--reference",
+        choices=("harness", "engine"),
+        default="harness",
+        help="the target-only truth: harness (default: the harness's own copy of the checkpoint) or engine (the "
+        "engine under test without speculation and its log-probabilities; this process then reads no weight file)",
+    )
     run.add_argument("--budget", choices=sorted(BUDGETS), default=DEFAULT_BUDGET, help=BUDGET_HELP)
     run.add_argument("-n", "--workers", type=workers_option, default=None, help=WORKERS_HELP)
     run.add_argument("--report-dir", type=Path, default=REPORTS, help="where run directories go (default: ./reports)")
@@ -202,6 +209,8 @@ def pytest_command(args: argparse.Namespace, junit: Path) -> list[str]:
         command.append(f"--engine-fixes={args.engine_fixes}")
     if args.engine_config != "default":
         command.append(f"--engine-config={args.engine_config}")
+    if args.reference != "harness":
+        command.append(f"--reference={args.reference}")
     if args.budget != DEFAULT_BUDGET:
         command.append(f"--harness-budget={args.budget}")
     workers = resolve_workers(args.workers, args.device)
@@ -241,7 +250,7 @@ def run(args: argparse.Namespace) -> int:
     from harness.subjects.engines.supported import engine_configuration, engine_fixes
 
     try:  # bad input stops here, as one line, before pytest starts
-        check_run_options(args.decoder, args.model, args.device, args.dtype)
+        check_run_options(args.decoder, args.model, args.device, args.dtype, args.reference)
         check_seed(args.harness_seed)
         engine_fixes(args.decoder, args.engine_fixes)
         engine_configuration(args.decoder, args.engine_config)

@@ -19,3 +19,12 @@ class UnknownLayoutError(CheckpointError):
 
 class FixtureError(HarnessError):
     """A malformed prompt fixture file."""
+
+
+class WeightsNotLoaded(HarnessError):
+    """A check asked for the checkpoint's weights in a run that loads none (--reference engine): the plugin reports
+    the check as skipped, naming what it needed."""
+
+
+class WeightFileOpened(HarnessError):
+    """The harness process tried to read a weight file while it may read none (--reference engine)."""

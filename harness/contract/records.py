@@ -35,6 +35,7 @@ RecordKind = Literal[
     "known",
     "greedy_check",
     "params",
+    "unjudged",
 ]
 Outcome = Literal["passed", "failed", "error", "skipped", "xfailed", "near-tie"]
 
@@ -278,6 +279,14 @@ class KnownRecord(TypedDict):
     explanation: str
 
 
+class UnjudgedRecord(TypedDict):
+    """The part of a case's check that did not run in this run, and why (e.g. draft conformance under --reference
+    engine, which loads no weights): the case's verdict is that of the rest."""
+
+    checks: list[str]
+    why: str
+
+
 class CaseRecord(TypedDict):
     """One test case of a run, as results.json lists it. An xfailed case keeps its failure message and records:
     `known` says which findings explained it."""
@@ -302,6 +311,7 @@ class CaseRecord(TypedDict):
     engine_config: NotRequired[EngineConfigRecord]
     repeat: NotRequired[RepeatRecord]
     known: NotRequired[KnownRecord]
+    unjudged: NotRequired[UnjudgedRecord]
 
 
 class GroupRecord(TypedDict):
@@ -350,6 +360,7 @@ class RunHeader(TypedDict):
     engine: NotRequired[str]  # an out-of-process engine: which build of it ran
     engine_fixes: NotRequired[list[str]]  # the findings whose fix it ran with (--engine-fixes); [] as shipped
     engine_config: NotRequired[str]  # the deployed configuration its engines ran under (--engine-config)
+    reference: NotRequired[str]  # where the target-only truth came from: harness or engine (--reference)
     finished: NotRequired[str | None]
     status: NotRequired[str]
     exit_status: NotRequired[int | None]
@@ -379,6 +390,7 @@ RECORD_TYPES: Mapping[str, type] = {
     "engine_config": EngineConfigRecord,
     "repeat": RepeatRecord,
     "known": KnownRecord,
+    "unjudged": UnjudgedRecord,
 }
 
 

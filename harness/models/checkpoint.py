@@ -11,6 +11,7 @@ from safetensors import safe_open
 
 from harness.contract.errors import CheckpointError
 from harness.models.layouts import detect_layout
+from harness.models.weights_guard import refuse_weights
 
 if TYPE_CHECKING:
     import torch
@@ -33,6 +34,7 @@ class SafetensorsCheckpoint:
 
     def read(self, names: list[str]) -> dict[str, torch.Tensor]:
         """Load the named tensors (grouped by file, each file opened once)."""
+        refuse_weights(f"tensors of {self.directory}")
         by_file: dict[Path, list[str]] = {}
         for name in names:
             by_file.setdefault(self.weight_map[name], []).append(name)
@@ -51,6 +53,7 @@ class SafetensorsCheckpoint:
 
 def open_checkpoint(directory: Path) -> SafetensorsCheckpoint:
     """Index a model directory's safetensors. Refuses pickle-only checkpoints with a clear message."""
+    refuse_weights(f"the safetensors of {directory}")
     if not directory.exists():
         raise CheckpointError(f"model directory {directory} does not exist")
     if not directory.is_dir():

@@ -35,6 +35,7 @@ from harness.models.mtp_depth import build_depths
 from harness.models.numerics import use_float64_arithmetic
 from harness.models.quiet import quiet_transformers
 from harness.models.target_hidden import mark_pre_norm_reader
+from harness.models.weights_guard import refuse_weights
 
 DTYPES = {name: getattr(torch, canonical) for name, canonical in DTYPE_NAMES.items()}
 
@@ -43,18 +44,11 @@ DTYPES = {name: getattr(torch, canonical) for name, canonical in DTYPE_NAMES.ite
 _TARGET_MODEL_TYPE = {"mimo": "qwen2"}
 
 
-@dataclass(frozen=True)
-class ModelBundle:
-    """A target model with its MTP depths, ready for decoding (eval mode, no gradients)."""
+class CheckpointFacts:
+    """What a model directory's config says, for a bundle and a card alike (`path` and `config` attributes)."""
 
     path: Path
-    target: PreTrainedModel
-    depths: nn.ModuleList
-    tokenizer: PreTrainedTokenizerBase
-    layout: LayoutMatch
     config: PretrainedConfig
-    device: torch.device
-    dtype: torch.dtype
 
     @property
     def name(self) -> str:
@@ -67,6 +61,22 @@ class ModelBundle:
     @property
     def max_context(self) -> int:
         return int(self.config.max_position_embeddings)
+
+
+@dataclass(frozen=True)
+class ModelBundle(CheckpointFacts):
+    """A target model with its MTP depths, ready for decoding (eval mode, no gradients)."""
+
+    path: Path
+    target: PreTrainedModel
+    depths: nn.ModuleList
+    tokenizer: PreTrainedTokenizerBase
+    layout: LayoutMatch
+    config: PretrainedConfig
+    device: torch.device
+    dtype: torch.dtype
+
+    has_weights = True  # a ModelCard (harness/models/card.py) stands for it without them
 
     @cached_property
     def is_hybrid(self) -> bool:
@@ -126,16 +136,17 @@ def load_bundle(
     checkpoint without MTP layers, an unknown layout, a shape mismatch or a tokenizer/model vocab mismatch.
     """
     directory = Path(path)
+    refuse_weights(f"the weights of {directory}")  # --reference engine: the engine alone reads them
     torch_dtype = parse_dtype(dtype)
     torch_device = torch.device(device)
     checkpoint = open_checkpoint(directory)
-    config = _load_config(directory)
+    config = load_config(directory)
     layout = detect_layout(checkpoint.tensor_names, config.num_hidden_layers)
     target = _load_target(directory, config, torch_dtype, attn_implementation).to(torch_device)
     depths = _load_depths(checkpoint, target, layout)
     if layout.name == MIMO:
         mark_pre_norm_reader(target)
-    tokenizer = _load_tokenizer(directory, config)
+    tokenizer = load_tokenizer(directory, config)
     install_gated_deltanet_forward(target, depths)  # recurrent layers keep per-token states for rollback
     if torch_dtype == torch.float64:
         use_float64_arithmetic(target, depths)
@@ -150,11 +161,11 @@ def check_checkpoint(path: str | Path) -> None:
     their tensor names in an MTP layout, the tokenizer file. Seconds, whatever the checkpoint's size."""
     directory = Path(path)
     check_checkpoint_files(directory)
-    config = _load_config(directory)
+    config = load_config(directory)
     detect_layout(open_checkpoint(directory).tensor_names, config.num_hidden_layers)
 
 
-def _load_config(directory: Path) -> PretrainedConfig:
+def load_config(directory: Path) -> PretrainedConfig:
     config_file = directory / "config.json"
     if not config_file.is_file():
         raise CheckpointError(f"{directory} has no config.json")
@@ -270,7 +281,7 @@ def _load_depth_state(
     depth.load_state_dict(converted, strict=False)
 
 
-def _load_tokenizer(directory: Path, config: PretrainedConfig) -> PreTrainedTokenizerBase:
+def load_tokenizer(directory: Path, config: PretrainedConfig) -> PreTrainedTokenizerBase:
     tokenizer_file = directory / "tokenizer.json"
     if not tokenizer_file.is_file():
         raise CheckpointError(f"{directory} has no tokenizer.json")

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 
 import pytest
 
+from harness.contract.errors import WeightsNotLoaded
 from harness.contract.paths import suite_of
 from harness.plugin.known import judge
 
@@ -18,6 +19,9 @@ CATCH_EXCEPTIONS = (AssertionError, pytest.fail.Exception)  # an assertion fired
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):  # noqa: ANN201 - hook wrapper
     outcome = yield
     report = outcome.get_result()
+    if call.excinfo is not None and call.excinfo.errisinstance(WeightsNotLoaded):
+        _skip_for_weights(item, report, call.excinfo.value)
+        return
     if report.when == "call" and hasattr(item, "callspec"):
         _carry_check_records(item.callspec.params.values(), report)
     judge(item, call, report)  # a watched test's failure: a known finding, or a failure it does not explain
@@ -31,6 +35,14 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):  # noqa
             item.config.stash.setdefault(_CAUGHT, set()).add(suite_of(item.nodeid))
         if item.config.getoption("--harness-stop-on-catch"):
             item.session.shouldstop = f"mtp-harness: {item.nodeid} caught the decoder (--harness-stop-on-catch)"
+
+
+def _skip_for_weights(item: pytest.Item, report: pytest.TestReport, error: BaseException) -> None:
+    """A check that needs the checkpoint's weights in a run that loads none (--reference engine) is skipped, naming
+    what it needed: the run judges what the engine's own reference can judge, and says what it could not."""
+    path, line, _ = item.location
+    report.outcome = "skipped"
+    report.longrepr = (str(path), (line or 0) + 1, f"Skipped: needs {error} (--reference harness runs it)")
 
 
 def _carry_check_records(params: Iterable[object], report: pytest.TestReport) -> None:

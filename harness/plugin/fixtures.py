@@ -9,9 +9,10 @@ from typing import TYPE_CHECKING
 import pytest
 
 from harness.contract.seeds import derive_seed
-from harness.plugin.known import ENGINE_CONFIG, ENGINE_FIXES
+from harness.plugin.known import ENGINE_CONFIG, ENGINE_FIXES, REFERENCE
 from harness.plugin.options import resolved_dtype
 from harness.plugin.session import SEED
+from harness.subjects.engines.supported import ENGINE_REFERENCE
 
 if TYPE_CHECKING:  # torch and transformers load lazily: a plain `pytest --help` stays fast
     from harness.contract.decoder import Decoder
@@ -33,12 +34,20 @@ def test_seed(request: pytest.FixtureRequest, harness_seed: int) -> int:
 
 @pytest.fixture(scope="session")
 def bundle(pytestconfig: pytest.Config) -> ModelBundle:
-    """The model under test (--model, --device, --dtype), loaded once per session."""
+    """The model under test (--model, --device, --dtype), loaded once per session; under --reference engine its
+    card (config and tokenizer, no weights: harness/models/card.py)."""
+    model, device, dtype = (
+        pytestconfig.getoption("--model"),
+        pytestconfig.getoption("--device"),
+        resolved_dtype(pytestconfig),
+    )
+    if pytestconfig.stash[REFERENCE] == ENGINE_REFERENCE:
+        from harness.models.card import card_for
+
+        return card_for(model, device, dtype)  # type: ignore[return-value] - stands for the bundle without weights
     from harness.models.loading import bundle_for
 
-    return bundle_for(
-        pytestconfig.getoption("--model"), pytestconfig.getoption("--device"), resolved_dtype(pytestconfig)
-    )
+    return bundle_for(model, device, dtype)
 
 
 @pytest.fixture(scope="session")

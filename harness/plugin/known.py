@@ -8,7 +8,9 @@ watched test's call fails, the findings' signatures judge the failure from its r
 - explained by none: a failure, with a section naming each watching finding it was not explained by;
 - an error in set-up or tear-down, and an engine that did not start or stopped answering (EngineUnavailable, in
   set-up or in the call), is never a finding: nothing the engine computed was seen, whatever its log says.
-A watched test that passes fails: the engine no longer shows the bug, and its entry must go (strict).
+A watched test that passes fails: the engine no longer shows the bug, and its entry must go (strict); unless part of
+its check did not run (an `unjudged` record: draft conformance under --reference engine, which loads no weights),
+when the pass says nothing of the bug.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ WATCHED = pytest.StashKey[tuple[Finding, ...]]()
 MAY_FAIL = pytest.StashKey[bool]()  # every watching finding fails it only when its random draws reach the bug
 ENGINE_FIXES = pytest.StashKey[tuple[str, ...]]()
 ENGINE_CONFIG = pytest.StashKey[str]()
+REFERENCE = pytest.StashKey[str]()  # --reference: harness or engine
 
 
 def watch(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -58,6 +61,8 @@ def judge(item: pytest.Item, call: pytest.CallInfo, report: pytest.TestReport) -
     slugs = ", ".join(f.slug for f in watched)
     if report.passed:
         if item.stash.get(MAY_FAIL, False):  # random draws that missed the bug: no XPASS
+            return
+        if "unjudged" in attached_records(report):  # the part of the check that shows the bug did not run here
             return
         report.outcome = "failed"
         report.longrepr = (

@@ -100,6 +100,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "harness/subjects/engines/configurations.py). Default: default (the harness's own engine settings).",
     )
     group.addoption(
+        "--reference",
+        default="harness",
+        choices=("harness", "engine"),
+        help="where the target-only truth comes from: harness (default: the harness's own copy of the checkpoint, "
+        "loaded in this process) or engine (the engine under test without speculation and its own log-probabilities, "
+        "for a checkpoint the harness cannot hold beside the engine: this process then reads no weight file, and "
+        "the checks that need weights are skipped with the reason; harness/checks/engine_reference.py)",
+    )
+    group.addoption(
         "--prompts", default=str(DEFAULT_PROMPTS), help="prompt fixture file (JSON). Default: fixtures/prompts.json."
     )
     group.addoption(

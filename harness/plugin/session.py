@@ -16,10 +16,10 @@ from hypothesis import settings
 from harness.contract.budget import BUDGETS
 from harness.contract.errors import HarnessError
 from harness.contract.paths import resolve_model_path
-from harness.plugin.known import ENGINE_CONFIG, ENGINE_FIXES
+from harness.plugin.known import ENGINE_CONFIG, ENGINE_FIXES, REFERENCE
 from harness.plugin.options import MARKERS, resolved_dtype
 from harness.subjects.door import check_run_options, check_seed
-from harness.subjects.engines.supported import engine_configuration, engine_fixes
+from harness.subjects.engines.supported import ENGINE_REFERENCE, engine_configuration, engine_fixes, reference_option
 
 USAGE_ERROR = 2  # the exit status of options that cannot work, as `mtp-harness run` and argparse give it
 
@@ -36,7 +36,7 @@ def pytest_load_initial_conftests(early_config: pytest.Config, args: list[str]) 
     if getattr(options, "help", False):
         return
     try:
-        check_run_options(options.decoder, options.model, str(options.device), options.dtype)
+        check_run_options(options.decoder, options.model, str(options.device), options.dtype, options.reference)
     except HarnessError as error:  # pytest.exit is not caught while pytest parses its command line
         sys.stderr.write(f"mtp-harness: {error}\n")
         raise SystemExit(USAGE_ERROR) from None
@@ -58,8 +58,13 @@ def pytest_configure(config: pytest.Config) -> None:
         decoder = config.getoption("--decoder")
         config.stash[ENGINE_FIXES] = engine_fixes(decoder, config.getoption("--engine-fixes"))
         config.stash[ENGINE_CONFIG] = engine_configuration(decoder, config.getoption("--engine-config"))
+        config.stash[REFERENCE] = reference_option(decoder, config.getoption("--reference"))
     except HarnessError as error:
         pytest.exit(f"mtp-harness: {error}", returncode=USAGE_ERROR)
+    if config.stash[REFERENCE] == ENGINE_REFERENCE:  # the engine process alone reads the checkpoint's weights
+        from harness.models.weights_guard import forbid_weight_files
+
+        forbid_weight_files("under --reference engine the engine process alone reads the checkpoint's weights")
     budget = BUDGETS[config.getoption("--harness-budget")]
     settings.load_profile(os.environ.get("MTP_HARNESS_HYPOTHESIS_PROFILE", budget.hypothesis_profile))
     report = config.getoption("--harness-report")
@@ -107,7 +112,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     return [
         f"mtp-harness: session seed {config.stash[SEED]} (replay: --harness-seed={config.stash[SEED]}), "
         f"decoder {config.getoption('--decoder')}, model {resolve_model_path(config.getoption('--model'))}, "
-        f"device {config.getoption('--device')}, dtype {resolved_dtype(config)}"
+        f"device {config.getoption('--device')}, dtype {resolved_dtype(config)}, reference {config.stash[REFERENCE]}"
     ]
 
 

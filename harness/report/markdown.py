@@ -68,6 +68,8 @@ def counts_table(runs: Sequence[Results]) -> str:
             engine += ", as shipped"
         if run.get("engine_config", "default") != "default":
             engine += f", configuration {run['engine_config']}"
+        if run.get("reference") == "engine":
+            engine += ", its own reference"
         for suite, counts in sorted(by_suite.items()):
             model = Path(str(run["model"])).name
             row = [run["decoder"], model, engine, suite, sum(counts.values()), sum(counts[o] for o in JUDGED)]

@@ -497,9 +497,12 @@ def _engine_config_section(cases: list[CaseRecord]) -> Markup | None:
                 "evidence (required counters)": required_counters(record, mark_missing=True),
                 "other counters": others,
                 "what it is": record["what"],
+                "not judged": "; ".join(f"{', '.join(u['checks'])}: {u['why']}" for u in [case.get("unjudged")] if u),
             }
         )
     columns = ["case", "outcome", "configuration", "evidence (required counters)", "other counters", "what it is"]
+    if any(row["not judged"] for row in rows):
+        columns.append("not judged")
     return _table(rows, columns, "engine-configs") if rows else None
 
 

@@ -21,14 +21,29 @@ class UsageError(HarnessError):
     """A run's option that cannot work, found before any test runs."""
 
 
-def check_run_options(decoder: str, model: str, device: str, dtype: str | None) -> None:
+def check_run_options(decoder: str, model: str, device: str, dtype: str | None, reference: str = "harness") -> None:
     """Raise UsageError, one line naming the option, for the first option of a run that cannot work. The checks
-    that need no torch import (dtype, decoder name, engine environment, a missing model directory) come first."""
+    that need no torch import (dtype, decoder name, engine environment, a missing model directory) come first.
+    Under --reference engine the model directory is checked for what the harness reads of it (config.json and the
+    tokenizer): the engine alone reads, and judges, its weights."""
     check_dtype(dtype)
     check_decoder(decoder, device)
+    check_reference(reference, decoder)
     check_device(device)
-    check_model(model)
+    if reference == "engine":
+        check_model_card(model)
+    else:
+        check_model(model)
     check_engine_serves_model(decoder, model)
+
+
+def check_reference(reference: str, decoder: str) -> None:
+    from harness.subjects.engines.supported import reference_option
+
+    try:
+        reference_option(decoder, reference)
+    except HarnessError as error:
+        raise UsageError(str(error)) from None
 
 
 def check_dtype(dtype: str | None) -> None:
@@ -47,11 +62,17 @@ def check_device(device: str) -> None:
         raise UsageError(f"--device {device}: torch sees no CUDA device on this machine")
 
 
-def check_model(model: str) -> None:
+def model_directory(model: str) -> Path:
+    """--model as a path that exists (a directory, or the name of a bundled fixture)."""
     path = resolve_model_path(model)
     if not path.exists():
         fixtures = ", ".join(sorted(p.name for p in FIXTURE_MODELS.iterdir() if p.is_dir()))
         raise UsageError(f"--model {model}: no such model directory, and no bundled fixture of that name ({fixtures})")
+    return path
+
+
+def check_model(model: str) -> None:
+    path = model_directory(model)
     from harness.models.checkpoint import check_checkpoint_files
 
     try:
@@ -59,6 +80,17 @@ def check_model(model: str) -> None:
         from harness.models.loading import check_checkpoint  # imports torch and transformers (seconds)
 
         check_checkpoint(Path(path))
+    except HarnessError as error:
+        raise UsageError(f"--model {model}: {error}") from None
+
+
+def check_model_card(model: str) -> None:
+    """What --reference engine reads of the model directory: config.json and the tokenizer, no weight file."""
+    path = model_directory(model)
+    from harness.models.card import load_card  # imports torch and transformers (seconds)
+
+    try:
+        load_card(path)
     except HarnessError as error:
         raise UsageError(f"--model {model}: {error}") from None
 

@@ -18,6 +18,10 @@ MISTAKES = {
     "unknown-decoder": (["--decoder", "mpt"], "--decoder mpt: unknown decoder 'mpt'. Did you mean mtp"),
     "unknown-dtype": (["--dtype", "float8"], "--dtype float8: unknown dtype"),
     "unknown-device": (["--device", "tpu"], "--device tpu: "),
+    "reference-engine-without-an-engine": (
+        ["--reference", "engine"],
+        "--reference engine: decoder 'mtp' is not an engine; the engine can be its own reference for vllm-mtp, vllm",
+    ),
     "engine-not-installed": (
         ["--decoder", "vllm-mtp"],
         "--decoder vllm-mtp: the vllm cpu environment is not installed",
@@ -90,3 +94,13 @@ def test_the_plugin_loads_without_torch_so_the_door_answers_before_torch_is_impo
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300, env=ENV)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "False", "harness.plugin imports torch: find the import with python -X importtime"
+
+
+def test_an_engine_that_scores_no_sequence_cannot_be_its_own_reference():
+    from harness.contract.errors import HarnessError
+    from harness.subjects.engines.supported import reference_option
+
+    assert reference_option("vllm-mtp", "engine") == "engine"
+    assert reference_option("llamacpp-mtp", "harness") == "harness"
+    with pytest.raises(HarnessError, match=r"decoder 'llamacpp-mtp' runs llama.cpp, which scores no sequence"):
+        reference_option("llamacpp-mtp", "engine")

@@ -140,6 +140,21 @@ def test_a_watched_test_that_passes_fails_as_a_strict_xpass(pytester, x_engine):
     result.stdout.fnmatch_lines(["*XPASS(strict)*watched by x-bug*"])
 
 
+def test_a_watched_test_that_passes_with_part_of_its_check_not_judged_is_no_xpass(pytester, x_engine):
+    """Under --reference engine a check that needs weights (draft conformance) does not run: the test's pass says
+    nothing of the bug its finding shows through that check."""
+    (pytester.path / "greedy").mkdir()
+    (pytester.path / "greedy" / "test_a.py").write_text(
+        "import pytest\n"
+        "from harness.contract.records import UnjudgedRecord, attach_record\n"
+        "@pytest.mark.parametrize('p', ['p1-k2-final'])\n"
+        "def test_b(p, record_property):\n"
+        "    attach_record(record_property, 'unjudged', UnjudgedRecord(checks=['draft conformance'], why='no weights'))\n"
+    )
+    result = pytester.runpytest_inprocess("greedy", "--decoder=x-mtp", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+
+
 def test_an_engine_that_does_not_start_is_never_taken_for_a_finding(pytester, x_engine):
     (pytester.path / "greedy").mkdir()
     (pytester.path / "greedy" / "test_a.py").write_text(

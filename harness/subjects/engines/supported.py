@@ -39,6 +39,9 @@ class EngineSubject:
     fixable: bool = False
     # the deployed configurations it runs under (--engine-config; harness/subjects/engines/configurations.py)
     configurations: Mapping[str, EngineConfiguration] = field(default_factory=dict)
+    # whether it can be its own reference (--reference engine): greedy decoding without speculation, and its
+    # log-probabilities of a given sequence (prompt logprobs) for runner-ups and near-ties
+    scores_sequences: bool = False
 
 
 ENGINES = {
@@ -49,6 +52,7 @@ ENGINES = {
         vllm_reproducer_script,
         fixable=True,
         configurations=VLLM_CONFIGURATIONS,
+        scores_sequences=True,
     ),
     LLAMACPP.name: EngineSubject(
         LLAMACPP,
@@ -110,5 +114,27 @@ def engine_configuration(decoder: str, option: str) -> str:
         raise HarnessError(
             f"--engine-config {option}: {engine.environment.name} has no such configuration; known: "
             f"{configuration_names(engine.configurations)}"
+        )
+    return option
+
+
+HARNESS_REFERENCE = "harness"
+ENGINE_REFERENCE = "engine"
+
+
+def reference_option(decoder: str, option: str) -> str:
+    """--reference for `decoder`: `harness` (the harness's own copy of the checkpoint), or `engine` (the decoder's
+    engine without speculation, for an engine that scores sequences). A usage error names what is wrong."""
+    if option == HARNESS_REFERENCE:
+        return option
+    if option != ENGINE_REFERENCE:
+        raise HarnessError(f"--reference {option}: choose {HARNESS_REFERENCE} or {ENGINE_REFERENCE}")
+    engine = engine_of_decoder(decoder)
+    if engine is None or not engine.scores_sequences:
+        able = [name for e in ENGINES.values() if e.scores_sequences for name in e.decoders]
+        what = "is not an engine" if engine is None else f"runs {engine.environment.name}, which scores no sequence"
+        raise HarnessError(
+            f"--reference engine: decoder {decoder!r} {what}; the engine can be its own reference for "
+            f"{', '.join(able)} (its greedy output without speculation and its log-probabilities)"
         )
     return option

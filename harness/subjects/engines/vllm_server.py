@@ -155,18 +155,34 @@ class Engine:
 
     def prompt_logprobs(self, prompts: list[list[int]], top: int) -> list[list[dict | None]]:
         """Per prompt and position: vLLM's log-probabilities of the prompt token there and of the `top` most likely
-        tokens (token id as a string -> logprob), None at position 0."""
+        tokens (token id as a string -> logprob), None at position 0.
+
+        vLLM scores a prompt only with room for one output token. A sequence that fills the context (max_model_len
+        tokens) is scored without its last token, and its last position comes from the one output token's
+        log-probabilities: the `top` most likely there and the token vLLM's greedy sampler took (which is the
+        sequence's own last token only where that is the greedy one)."""
         from vllm import SamplingParams
 
-        params = SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=top, detokenize=False)
-        outputs = self.llm.generate([{"prompt_token_ids": list(p)} for p in prompts], params, use_tqdm=False)
-        return [
-            [
-                None if entry is None else {str(t): float(lp.logprob) for t, lp in entry.items()}
-                for entry in o.prompt_logprobs
-            ]
-            for o in outputs
+        limit = int(self.config["max_model_len"])
+        full = [len(p) >= limit for p in prompts]
+        scored = [list(p[:-1]) if is_full else list(p) for p, is_full in zip(prompts, full, strict=True)]
+        params = [
+            SamplingParams(
+                max_tokens=1, temperature=0.0, prompt_logprobs=top, logprobs=top if is_full else None, detokenize=False
+            )
+            for is_full in full
         ]
+        outputs = self.llm.generate([{"prompt_token_ids": p} for p in scored], params, use_tqdm=False)
+
+        def row(entry) -> dict | None:  # noqa: ANN001 - vLLM's {token id: Logprob} or None
+            return None if entry is None else {str(t): float(lp.logprob) for t, lp in entry.items()}
+
+        rows = []
+        for output, is_full in zip(outputs, full, strict=True):
+            rows.append([row(entry) for entry in output.prompt_logprobs])
+            if is_full:
+                rows[-1].append(row(output.outputs[0].logprobs[0]))
+        return rows
 
     def decode(self, requests: list[dict]) -> list[dict]:
         from vllm import SamplingParams
