@@ -10,23 +10,33 @@ without speculation, same dtype and parallelism, and its own log-probabilities.
   max_v logprob(v) - logprob(x) is the logit gap max_v z_v - z_x. The engine returns its top tokens and the
   decoder's own token at that position; every other token's logit is -inf here, which is below any tolerance.
 - After a near-tie the reference is continued from the decoder's own prefix by the engine without speculation.
+- The sampling suite's truth is computed inside the engine's process from its full logits, with the harness's own
+  code (harness/subjects/engines/vllm_scoring.py): the first tokens' law is enumerated from the processed
+  conditionals the engine returns (tokens of probability >= the prune mass, and the mass of the rest), pruned as
+  the harness prunes its own; the whole-sequence statistics' per-token terms (the PIT's parts, the centred
+  log-likelihood and its variance) and the cumulant tables summed over the sequences come back, never V floats per
+  position. The PIT's uniforms are drawn here, from the generator the harness's own computation draws them from.
 
 The harness process reads no weight file (harness/models/card.py, harness/models/weights_guard.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Protocol
 
+import numpy as np
 import torch
 
 from harness.checks.divergence import GreedyCheck, check_greedy
 from harness.checks.references import GreedyReference
-from harness.contract.decoder import DecodeRequest, DecodeResult
+from harness.checks.sampling_cases import CHUNK, PIT_LENGTH, SequenceTerms
+from harness.contract.decoder import DecodeRequest, DecodeResult, SamplingConfig
 from harness.contract.errors import HarnessError
 from harness.models.card import ModelCard
 from harness.models.prompts import Prompt
+from harness.stats.kernels import SADDLE_GRID, pit_from_parts
+from harness.stats.target_law import TargetLaw, enumerate_law
 
 RUNNER_UP_TOP = 2  # the top-2 log-probabilities name the best token other than the reference's own
 NEAR_TIE_TOP = 20  # vLLM's default max_logprobs: every token within a tolerance of the best, short of a 20-way tie
@@ -40,6 +50,14 @@ class ScoringEngine(Protocol):
     def decode(self, requests: Sequence[DecodeRequest]) -> list[DecodeResult]: ...
 
     def prompt_logprobs(self, prompts: Sequence[Sequence[int]], top: int) -> list[list[dict[int, float] | None]]: ...
+
+    def next_token_laws(
+        self, prefixes: Sequence[Sequence[int]], sampling: SamplingConfig, threshold: float
+    ) -> list[tuple[dict[int, float], float]]: ...
+
+    def sequence_terms(
+        self, prompt_length: int, sequences: Sequence[Sequence[int]], sampling: SamplingConfig
+    ) -> dict[str, object]: ...
 
 
 class EngineReferenceError(HarnessError):
@@ -121,6 +139,48 @@ class EngineReference:
 
     def decode_text(self, token_ids: list[int]) -> str:
         return self.card.tokenizer.decode(token_ids)
+
+    def target_law(
+        self, prompt_ids: tuple[int, ...], sampling: SamplingConfig, length: int, prune_mass: float
+    ) -> TargetLaw:
+        """The first `length` tokens' law, enumerated from the engine's processed conditionals (harness/stats/
+        target_law.py enumerate_law): a token below the prune mass is pruned whatever its prefix's weight."""
+
+        def next_laws(prefixes: Sequence[tuple[int, ...]]) -> Iterable[tuple[Iterable[tuple[int, float]], float]]:
+            laws = self.engine.next_token_laws([(*prompt_ids, *p) for p in prefixes], sampling, prune_mass)
+            return [(sorted(law.items()), rest) for law, rest in laws]
+
+        return enumerate_law(next_laws, set(self.card.eos_token_ids), length, prune_mass)
+
+    def sequence_terms(
+        self, prompt_ids: tuple[int, ...], continuations: Sequence[Sequence[int]], sampling: SamplingConfig, seed: int
+    ) -> SequenceTerms:
+        """The whole-sequence statistics' terms, computed in the engine's process CHUNK sequences at a time; the
+        PIT's uniforms from a generator seeded `seed`, drawn as harness/checks/sampling_cases.py sequence_terms
+        draws them."""
+        generator = torch.Generator().manual_seed(seed)
+        shape = (len(continuations), PIT_LENGTH)
+        u, centred, variance = np.full(shape, np.nan), np.full(shape, np.nan), np.full(shape, np.nan)
+        tables = np.zeros((1, PIT_LENGTH, len(SADDLE_GRID), 3))
+        for start in range(0, len(continuations), CHUNK):
+            chunk = continuations[start : start + CHUNK]
+            uniforms = torch.rand((len(chunk), PIT_LENGTH), generator=generator, dtype=torch.float64)
+            reply = self.engine.sequence_terms(len(prompt_ids), [(*prompt_ids, *c) for c in chunk], sampling)
+            for row, (continuation, terms) in enumerate(zip(chunk, reply["terms"], strict=True)):
+                if len(terms) != len(continuation):
+                    raise EngineReferenceError(
+                        f"{self.engine.name} scored {len(terms)} of the {len(continuation)} tokens of sequence "
+                        f"{start + row}"
+                    )
+                length = len(continuation)
+                columns = torch.tensor(terms, dtype=torch.float64).reshape(length, 4)
+                before, p_of_token, own_centred, own_variance = columns.unbind(-1)
+                u[start + row, :length] = pit_from_parts(before, p_of_token, uniforms[row, :length]).numpy()
+                centred[start + row, :length] = own_centred.numpy()
+                variance[start + row, :length] = own_variance.numpy()
+            summed = np.asarray(reply["tables"], dtype=np.float64)
+            tables[0, : len(summed)] += summed
+        return SequenceTerms(u, centred, variance, tables)
 
     def close(self) -> None:
         close = getattr(self.engine, "close", None)

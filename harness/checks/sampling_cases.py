@@ -9,6 +9,7 @@ from __future__ import annotations
 import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 import torch
@@ -149,6 +150,37 @@ def pit_test_names() -> tuple[str, ...]:
     )
 
 
+class TargetScorer(Protocol):
+    """Where a sampling case's truth comes from: the exact law of the first tokens and the whole-sequence statistics'
+    terms. `HarnessScorer` computes them on the harness's own copy of the checkpoint; under --reference engine the
+    engine computes them in its own process (harness/checks/engine_reference.py EngineReference)."""
+
+    def target_law(
+        self, prompt_ids: tuple[int, ...], sampling: SamplingConfig, length: int, prune_mass: float
+    ) -> TargetLaw: ...
+
+    def sequence_terms(
+        self, prompt_ids: tuple[int, ...], continuations: Sequence[Sequence[int]], sampling: SamplingConfig, seed: int
+    ) -> SequenceTerms: ...
+
+
+class HarnessScorer:
+    """The sampling suite's truth from the harness's own copy of the checkpoint (float64 on CPU)."""
+
+    def __init__(self, bundle: ModelBundle) -> None:
+        self.bundle = bundle
+
+    def target_law(
+        self, prompt_ids: tuple[int, ...], sampling: SamplingConfig, length: int, prune_mass: float
+    ) -> TargetLaw:
+        return target_law(self.bundle, prompt_ids, sampling, length, prune_mass)
+
+    def sequence_terms(
+        self, prompt_ids: tuple[int, ...], continuations: Sequence[Sequence[int]], sampling: SamplingConfig, seed: int
+    ) -> SequenceTerms:
+        return sequence_terms(self.bundle, prompt_ids, continuations, sampling, seed)
+
+
 _LAWS: dict[tuple, TargetLaw] = {}
 
 
@@ -160,12 +192,14 @@ def law_samples(
     n: int,
     seed_offset: int = 0,
     session_seed: int = DEFAULT_SEED,
+    scorer: TargetScorer | None = None,
 ) -> tuple[TargetLaw, list[tuple]]:
-    """The exact target law of the case (memoised) and the cells of n samples through the decoder (request i
-    seeded case.seed + seed_offset + i, moved by the session seed: harness/contract/seeds.py session_shifted)."""
-    key = (id(bundle), prompt_ids, case.sampling)
+    """The exact target law of the case (memoised; from `scorer`, the harness's own model by default) and the cells
+    of n samples through the decoder (request i seeded case.seed + seed_offset + i, moved by the session seed:
+    harness/contract/seeds.py session_shifted)."""
+    key = (id(scorer) if scorer is not None else id(bundle), prompt_ids, case.sampling)
     if key not in _LAWS:
-        _LAWS[key] = target_law(bundle, prompt_ids, case.sampling, LAW_LENGTH, PRUNE_MASS)
+        _LAWS[key] = (scorer or HarnessScorer(bundle)).target_law(prompt_ids, case.sampling, LAW_LENGTH, PRUNE_MASS)
     law = _LAWS[key]
     requests = [
         DecodeRequest(
@@ -190,8 +224,9 @@ def run_law_case(
     case: SamplingCase,
     n: int,
     session_seed: int = DEFAULT_SEED,
+    scorer: TargetScorer | None = None,
 ) -> LawOutcome:
-    law, samples = law_samples(decoder, bundle, prompt_ids, case, n, session_seed=session_seed)
+    law, samples = law_samples(decoder, bundle, prompt_ids, case, n, session_seed=session_seed, scorer=scorer)
     return LawOutcome(case, law, goodness_of_fit({**law.cells, OTHER: law.other}, samples, OTHER))
 
 
@@ -220,10 +255,12 @@ def run_pit_case(
     case: SamplingCase,
     sequences: int,
     session_seed: int = DEFAULT_SEED,
+    scorer: TargetScorer | None = None,
 ) -> PitOutcome:
     seed = session_shifted(case.seed, session_seed)
     results = decoder.decode(pit_requests(bundle, prompt_ids, case, sequences, seed))
-    terms = sequence_terms(bundle, prompt_ids, [result.token_ids for result in results], case.sampling, seed)
+    continuations = [result.token_ids for result in results]
+    terms = (scorer or HarnessScorer(bundle)).sequence_terms(prompt_ids, continuations, case.sampling, seed)
     truncated = sum(1 for result in results if len(result.token_ids) == PIT_LENGTH and cut_by_the_length(result))
     return pit_outcome(case, terms, len(results), len(prompt_ids), truncated)
 
@@ -234,6 +271,8 @@ def pit_outcome(
     """The case's statistics over its first `count` sequences (all of them in the suite; growing prefixes in
     harness/mutation/position_efficiency.py)."""
     u, centred, variance = terms.u[:count], terms.centred[:count], terms.variance[:count]
+    if len(terms.sequence_tables) != len(terms.u) and count != len(terms.u):
+        raise ValueError("cumulant tables summed over every sequence (an engine's) judge all of them, not a prefix")
     tables = terms.sequence_tables[:count].sum(0)
     present = ~np.isnan(u)
     pooled_u = u[present]
@@ -273,7 +312,8 @@ def processed_conditionals(
 class SequenceTerms:
     """Per sequence i and output position t (NaN after a sequence's end): the probability-ordered randomized
     PIT u, the centred log-likelihood X = l - mu and its conditional variance s2, and X's cumulant table
-    [n, PIT_LENGTH, G, 3] (zero after a sequence's end; harness/stats/sequence.py)."""
+    [n, PIT_LENGTH, G, 3] (zero after a sequence's end; harness/stats/sequence.py), or, computed by an engine, the
+    tables summed over the n sequences [1, PIT_LENGTH, G, 3]."""
 
     u: np.ndarray
     centred: np.ndarray

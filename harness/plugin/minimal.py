@@ -7,8 +7,9 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from harness.plugin.known import ENGINE_FIXES
+from harness.plugin.known import ENGINE_FIXES, REFERENCE
 from harness.plugin.options import resolved_dtype
+from harness.subjects.engines.supported import ENGINE_REFERENCE
 
 if TYPE_CHECKING:
     from harness.contract.decoder import Decoder
@@ -21,8 +22,8 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     config = session.config
     recorder = config.pluginmanager.get_plugin("mtp_harness_recorder")
     budget = float(config.getoption("--harness-shrink-seconds"))
-    if recorder is None or budget <= 0:
-        return
+    if recorder is None or budget <= 0 or config.stash[REFERENCE] == ENGINE_REFERENCE:
+        return  # shrinking re-decodes target-only on the harness's copy: none under --reference engine
     from functools import cache
 
     from harness.triage.minimal_cases import GreedyOracle, InvariantOracle, Oracle, minimal_cases

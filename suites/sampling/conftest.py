@@ -48,8 +48,11 @@ def serves_case(decoder, case: SamplingCase) -> bool:
 
 
 class SamplingFamily:
-    def __init__(self, config, session, decoder, bundle, prompts, session_seed):
+    def __init__(self, config, session, decoder, bundle, prompts, session_seed, scorer=None):
         self.decoder, self.bundle = decoder, bundle
+        self.scorer = (
+            scorer  # the truth's source: None, the harness's own model; else the engine's (--reference engine)
+        )
         self.session_seed = session_seed  # moves every request's seed (harness/contract/seeds.py session_shifted)
         self.prompts = {p.id: p for p in prompts}
         budget = BUDGETS[config.getoption("--harness-budget")]
@@ -88,11 +91,11 @@ class SamplingFamily:
             try:
                 if case.kind == "law":
                     self.outcomes[case_id] = run_law_case(
-                        self.decoder, self.bundle, prompt_ids, case, self.n, self.session_seed
+                        self.decoder, self.bundle, prompt_ids, case, self.n, self.session_seed, self.scorer
                     )
                 else:
                     self.outcomes[case_id] = run_pit_case(
-                        self.decoder, self.bundle, prompt_ids, case, self.pit_n, self.session_seed
+                        self.decoder, self.bundle, prompt_ids, case, self.pit_n, self.session_seed, self.scorer
                     )
             except Exception as error:  # the other cases of the family still run
                 self.outcomes[case_id] = error
@@ -171,7 +174,10 @@ def worst_positions(result: FamilyResult) -> tuple[int, int]:
 
 @pytest.fixture(scope="session")
 def sampling_family(pytestconfig, request, decoder, bundle, prompts, harness_seed) -> SamplingFamily:
-    return SamplingFamily(pytestconfig, request.session, decoder, bundle, prompts, harness_seed)
+    """The session's family of sampling cases; under --reference engine its truth (the first tokens' law, the
+    whole-sequence terms) is computed inside the engine without speculation (harness/checks/engine_reference.py)."""
+    scorer = request.getfixturevalue("target_reference") if pytestconfig.getoption("--reference") == "engine" else None
+    return SamplingFamily(pytestconfig, request.session, decoder, bundle, prompts, harness_seed, scorer)
 
 
 def describe(result: FamilyResult) -> str:

@@ -108,3 +108,16 @@ def test_a_reproducer_forces_its_drafts_in_vllms_own_verification(triaged, tmp_p
     assert f"pass at 1: drafts [{runner_up}], vLLM verified [{expected[1]}]" in shipped.stdout
     broken = run([str(VLLM.python("cpu")), str(script)], BROKEN)
     assert broken.returncode == 1 and f"drafts [{runner_up}], vLLM verified [{runner_up}," in broken.stdout
+
+
+def test_the_broken_vllm_is_caught_with_the_engine_as_its_own_reference(tmp_path):
+    """--reference engine: the reference is the same broken vLLM without speculation (its greedy verification kernel
+    is never called there), and the harness process reads no weight file."""
+    command = [sys.executable, "-m", "harness.commands.cli", "run", "--suite", "greedy", "--decoder", "vllm-mtp"]
+    command += ["--model", "tiny-mimo", "--reference", "engine", "-n", "0", "--report-dir", str(tmp_path)]
+    done = run([*command, "--", "-k", "natural-01 and k1"], BROKEN, cwd=tmp_path)
+    assert done.returncode == 1, f"the greedy suite did not catch the broken vLLM:\n{done.stdout[-3000:]}"
+    [results] = [json.loads(path.read_text()) for path in tmp_path.glob("*/results.json")]
+    assert results["run"]["reference"] == "engine"
+    failing = [case for case in results["cases"] if case["outcome"] == "failed"]
+    assert len(failing) >= 5 and all(case["divergence"] for case in failing)

@@ -34,6 +34,9 @@ import traceback
 PROTOCOL = 1
 HARNESS_KEY = "mtp_harness"
 FINISH_REASONS = {"stop": "eos", "length": "length"}  # vLLM's -> the contract's (only stop_token_ids stop it)
+# the scoring hook's log-softmax (float64) against vLLM's prompt logprobs (float32) of the same logits: rounding is
+# ~1e-6; rows taken from the wrong place differ by whole nats
+SCORING_TOLERANCE = 1e-3
 
 
 def main() -> None:
@@ -57,6 +60,10 @@ def main() -> None:
         try:
             if message.get("op") == "prompt_logprobs":
                 results = engine.prompt_logprobs(message["prompts"], int(message["top"]))
+            elif message.get("op") == "sequence_terms":
+                results = engine.sequence_terms(message["prompt_length"], message["sequences"], message["sampling"])
+            elif message.get("op") == "next_token_laws":
+                results = engine.next_token_laws(message["prefixes"], message["sampling"], message["threshold"])
             else:
                 results = engine.decode(message["requests"])
             reply({"id": message.get("id"), "results": results, "evidence": engine.take_evidence()})
@@ -122,6 +129,10 @@ class Engine:
         self.recorder = StepRecorder()
         self.llm.collective_rpc(self.recorder.install)
         self.scheduler = SchedulerWatch(self.llm.llm_engine.engine_core.engine_core.scheduler)
+        from vllm_scoring import ScoringHook  # beside this file; the statistics computed where the logits are
+
+        self.scoring = ScoringHook()
+        self.llm.collective_rpc(self.scoring.install)
         self.batches = 0
 
     def effective(self) -> dict:
@@ -183,6 +194,67 @@ class Engine:
             if is_full:
                 rows[-1].append(row(output.outputs[0].logprobs[0]))
         return rows
+
+    def scored(self, sequences: list[list[int]], asked: dict) -> list[dict]:
+        """Score each sequence inside this process (vllm_scoring.py): one request each for prompt = the sequence,
+        max_tokens 1, its prompt log-probabilities on; the hook's results, checked against vLLM's own."""
+        from vllm import SamplingParams
+        from vllm_scoring import HARNESS_SCORE
+
+        self.batches += 1
+        keys = [f"s{self.batches}-{i}" for i in range(len(sequences))]
+        params = [
+            SamplingParams(
+                max_tokens=1,
+                temperature=0.0,
+                prompt_logprobs=0,
+                detokenize=False,
+                extra_args={HARNESS_SCORE: {**asked, "key": key, "sequence": [int(t) for t in sequence]}},
+            )
+            for key, sequence in zip(keys, sequences, strict=True)
+        ]
+        outputs = self.llm.generate([{"prompt_token_ids": list(s)} for s in sequences], params, use_tqdm=False)
+        results = []
+        for key, sequence, output in zip(keys, sequences, outputs, strict=True):
+            theirs = [float(entry[sequence[j]].logprob) for j, entry in enumerate(output.prompt_logprobs) if j > 0]
+            results.append(self.scoring.take(key, theirs))
+        if self.scoring.largest_mismatch > SCORING_TOLERANCE:
+            raise RuntimeError(
+                f"the scoring hook's logits are not vLLM's: its log-probabilities differ from vLLM's prompt "
+                f"log-probabilities by {self.scoring.largest_mismatch:.3g} (> {SCORING_TOLERANCE})"
+            )
+        return results
+
+    def sequence_terms(self, prompt_length: int, sequences: list[list[int]], sampling: list) -> dict:
+        """The whole-sequence statistics' per-token terms of each sequence's continuation (after prompt_length
+        tokens) under the processed law `sampling` (temperature, top_k, top_p), and the cumulant tables summed
+        over the sequences per position (vllm_scoring.py)."""
+        import torch
+
+        asked = {"what": "terms", "prompt_length": int(prompt_length), "sampling": list(sampling)}
+        results = self.scored(sequences, asked)
+        width = max((len(s) - prompt_length for s in sequences), default=0)
+        summed = None
+        terms = []
+        for result in results:
+            own = result.get("terms", {})
+            terms.append([list(own[t]) for t in sorted(own)])
+            for t, table in result.get("tables", {}).items():
+                if summed is None:
+                    summed = torch.zeros((width, *table.shape), dtype=torch.float64)
+                summed[t] += table
+        return {
+            "terms": terms,
+            "tables": [] if summed is None else summed.tolist(),
+            "largest_logprob_mismatch": self.scoring.largest_mismatch,
+        }
+
+    def next_token_laws(self, prefixes: list[list[int]], sampling: list, threshold: float) -> list[dict]:
+        """The processed law (`sampling`) of the token after each prefix: its tokens of probability >= threshold
+        and the mass of the rest. Each prefix is scored with a stand-in token after it (its row is the law)."""
+        asked = {"what": "law", "sampling": list(sampling), "threshold": float(threshold)}
+        results = self.scored([[*prefix, 0] for prefix in prefixes], asked)
+        return [{"law": result["law"], "rest": result["rest"]} for result in results]
 
     def decode(self, requests: list[dict]) -> list[dict]:
         from vllm import SamplingParams

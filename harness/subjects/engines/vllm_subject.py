@@ -27,7 +27,7 @@ from collections.abc import Sequence
 
 import torch
 
-from harness.contract.decoder import DecodeRequest, DecodeResult
+from harness.contract.decoder import DecodeRequest, DecodeResult, SamplingConfig
 from harness.contract.errors import HarnessError
 from harness.decoding.batch import decode_in_groups
 from harness.models.loading import ModelBundle
@@ -108,10 +108,38 @@ class VLLMDecoder:
     def prompt_logprobs(self, prompts: Sequence[Sequence[int]], top: int) -> list[list[dict[int, float] | None]]:
         """vLLM's prompt log-probabilities (the prompt token's and the `top` most likely tokens' at each position, None
         at position 0), from this decoder's engine at k = 1 (none without speculation)."""
-        key = (1, "greedy") if self.speculative else (0, "greedy")
-        engine = self.pool.get(key, lambda: self._start(*key))
-        results = engine.call("prompt_logprobs", {"prompts": [list(p) for p in prompts], "top": top}, "prompt logprobs")
+        message = {"prompts": [list(p) for p in prompts], "top": top}
+        results = self._scoring_engine().call("prompt_logprobs", message, "prompt logprobs")
         return [[None if row is None else {int(t): lp for t, lp in row.items()} for row in rows] for rows in results]
+
+    def sequence_terms(
+        self, prompt_length: int, sequences: Sequence[Sequence[int]], sampling: SamplingConfig
+    ) -> dict[str, object]:
+        """The whole-sequence statistics' per-token terms of each sequence's continuation, computed inside vLLM's
+        process from its full logits (harness/subjects/engines/vllm_scoring.py)."""
+        message = {
+            "prompt_length": prompt_length,
+            "sequences": [list(s) for s in sequences],
+            "sampling": [sampling.temperature, sampling.top_k, sampling.top_p],
+        }
+        return self._scoring_engine().call("sequence_terms", message, f"{len(sequences)} sequences")
+
+    def next_token_laws(
+        self, prefixes: Sequence[Sequence[int]], sampling: SamplingConfig, threshold: float
+    ) -> list[tuple[dict[int, float], float]]:
+        """The processed law of the token after each prefix, inside vLLM's process: its tokens of probability >=
+        threshold, and the mass of the rest."""
+        message = {
+            "prefixes": [list(p) for p in prefixes],
+            "sampling": [sampling.temperature, sampling.top_k, sampling.top_p],
+            "threshold": threshold,
+        }
+        results = self._scoring_engine().call("next_token_laws", message, f"{len(prefixes)} prefixes")
+        return [({int(t): p for t, p in r["law"].items()}, float(r["rest"])) for r in results]
+
+    def _scoring_engine(self) -> EngineProcess:
+        key = (1, "greedy") if self.speculative else (0, "greedy")
+        return self.pool.get(key, lambda: self._start(*key))
 
     def _engine_key(self, request: DecodeRequest) -> tuple[int, str]:
         if not self.speculative:
