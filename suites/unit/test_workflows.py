@@ -308,3 +308,13 @@ def test_nightly_runs_vllm_with_its_cuda_wheel_on_each_fixture_vllm_serves():
     assert any("mtp-harness engine install vllm --flavour cuda" in script for script in scripts)
     (run,) = [s for s in scripts if "mtp-harness run" in s]
     assert '--decoder vllm-mtp --model "$MODEL" --device cuda --dtype bf16' in run
+
+
+def test_nightly_runs_vllm_on_a_real_checkpoint_as_its_own_reference_when_one_is_configured():
+    job = load(NIGHTLY)["jobs"]["real-checkpoint"]
+    assert job["if"] == "vars.MTP_HARNESS_REAL_MODEL != ''" and job["runs-on"] == ["self-hosted", "linux", "gpu"]
+    assert job["env"]["MODEL"] == "${{ vars.MTP_HARNESS_REAL_MODEL }}"
+    scripts = [step["run"] for step in job["steps"] if "run" in step]
+    assert any("mtp-harness engine install vllm --flavour cuda" in script for script in scripts)
+    (run,) = [s for s in scripts if "mtp-harness run" in s]
+    assert '--decoder vllm-mtp --model "$MODEL" --device cuda --dtype "$DTYPE" --reference engine' in run
