@@ -3,6 +3,7 @@ Each check runs in a fresh Python process, as the guard is for a whole process."
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
@@ -28,35 +29,34 @@ def guarded(body: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, cwd=DATA_ROOT)
 
 
-def refused(expression: str) -> str:
-    return f"""
-try:
-    {expression}
-except WeightFileOpened as error:
-    print("refused:", error)
-else:
-    print("read")
-"""
-
-
+WAYS = {
+    "load_bundle": "from harness.models.loading import load_bundle; load_bundle(MODEL)",
+    "the harness's safetensors index": "from harness.models.checkpoint import open_checkpoint; "
+    "from pathlib import Path; open_checkpoint(Path(MODEL))",
+    "safetensors.safe_open": "import safetensors; safetensors.safe_open(MODEL + '/model.safetensors', 'pt')",
+    "safetensors.torch.load_file": "import safetensors.torch; safetensors.torch.load_file(MODEL + '/model.safetensors')",
+    "torch.load": "import torch; torch.load(MODEL + '/model.safetensors')",
+    "open()": "open(MODEL + '/model.safetensors', 'rb').read(8)",
+    "transformers": "import transformers; transformers.AutoModelForCausalLM.from_pretrained(MODEL)",
+}
 PRELUDE = "from harness.contract.errors import WeightFileOpened\n"
 
 
 def test_every_way_of_reading_weights_is_refused_under_the_guard():
-    ways = {
-        "load_bundle": "from harness.models.loading import load_bundle; load_bundle(MODEL)",
-        "the harness's safetensors index": "from harness.models.checkpoint import open_checkpoint; "
-        "from pathlib import Path; open_checkpoint(Path(MODEL))",
-        "safetensors.safe_open": "import safetensors; safetensors.safe_open(MODEL + '/model.safetensors', 'pt')",
-        "safetensors.torch.load_file": "import safetensors.torch; "
-        "safetensors.torch.load_file(MODEL + '/model.safetensors')",
-        "torch.load": "import torch; torch.load(MODEL + '/model.safetensors')",
-        "open()": "open(MODEL + '/model.safetensors', 'rb').read(8)",
-        "transformers": "import transformers; transformers.AutoModelForCausalLM.from_pretrained(MODEL)",
-    }
-    for way, expression in ways.items():
-        done = guarded(PRELUDE + refused(expression))
-        verdict = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else done.stderr[-500:]
+    """One guarded process tries every way in turn; each must raise WeightFileOpened (a read, or any other error,
+    is printed as such)."""
+    body = PRELUDE + "import json\nverdicts = {}\n"
+    for way, expression in WAYS.items():
+        body += (
+            f"try:\n    {expression}\nexcept WeightFileOpened as error:\n    verdicts[{way!r}] = 'refused: ' + str(error)\n"
+            f"except Exception as error:\n    verdicts[{way!r}] = f'{{type(error).__name__}}: {{error}}'\n"
+            f"else:\n    verdicts[{way!r}] = 'read'\n"
+        )
+    done = guarded(body + "print(json.dumps(verdicts))")
+    assert done.returncode == 0, done.stderr[-2000:]
+    verdicts = json.loads(done.stdout.strip().splitlines()[-1])
+    assert set(verdicts) == set(WAYS)
+    for way, verdict in verdicts.items():
         assert verdict.startswith("refused: the harness process tried to read"), (way, verdict)
 
 
