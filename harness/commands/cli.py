@@ -128,6 +128,13 @@ def build_parser() -> argparse.ArgumentParser:
         "async; llama.cpp: prefix-cache, chunked-prefill, queue); default: the harness's own engine settings",
     )
     run.add_argument(
+        "--engine-arg",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="one of an engine subject's own arguments, passed through as data (repeat it), e.g. quantization=fp8",
+    )
+    run.add_argument(
         "--reference",
         choices=("harness", "engine"),
         default="harness",
@@ -211,6 +218,7 @@ def pytest_command(args: argparse.Namespace, junit: Path) -> list[str]:
         command.append(f"--engine-config={args.engine_config}")
     if args.reference != "harness":
         command.append(f"--reference={args.reference}")
+    command += [f"--engine-arg={argument}" for argument in args.engine_arg]
     if args.budget != DEFAULT_BUDGET:
         command.append(f"--harness-budget={args.budget}")
     workers = resolve_workers(args.workers, args.device)
@@ -247,13 +255,14 @@ def format_summary(per_suite: dict[str, Counter]) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from harness.subjects.door import check_run_options, check_seed
-    from harness.subjects.engines.supported import engine_configuration, engine_fixes
+    from harness.subjects.engines.supported import engine_arguments, engine_configuration, engine_fixes
 
     try:  # bad input stops here, as one line, before pytest starts
         check_run_options(args.decoder, args.model, args.device, args.dtype, args.reference)
         check_seed(args.harness_seed)
         engine_fixes(args.decoder, args.engine_fixes)
         engine_configuration(args.decoder, args.engine_config)
+        engine_arguments(args.decoder, args.engine_arg)
     except HarnessError as error:
         print(f"mtp-harness run: {error}", file=sys.stderr)
         return USAGE_ERROR

@@ -361,6 +361,7 @@ class RunHeader(TypedDict):
     engine_fixes: NotRequired[list[str]]  # the findings whose fix it ran with (--engine-fixes); [] as shipped
     engine_config: NotRequired[str]  # the deployed configuration its engines ran under (--engine-config)
     reference: NotRequired[str]  # where the target-only truth came from: harness or engine (--reference)
+    engine_args: NotRequired[dict[str, Any]]  # the engine's own arguments, passed through (--engine-arg)
     finished: NotRequired[str | None]
     status: NotRequired[str]
     exit_status: NotRequired[int | None]

@@ -45,6 +45,9 @@ class ModelCard(CheckpointFacts):
     def depths(self) -> object:
         raise WeightsNotLoaded(f"the MTP depths of {self.name} (this run loads no weights: --reference engine)")
 
+    def new_target_cache(self) -> object:
+        raise WeightsNotLoaded(f"the target model of {self.name} (this run loads no weights: --reference engine)")
+
     def with_depths(self, count: int | None) -> ModelCard:
         raise WeightsNotLoaded(f"the MTP depths of {self.name} (this run loads no weights: --reference engine)")
 

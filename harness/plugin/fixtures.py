@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from harness.contract.seeds import derive_seed
-from harness.plugin.known import ENGINE_CONFIG, ENGINE_FIXES, REFERENCE
+from harness.plugin.known import ENGINE_ARGS, ENGINE_CONFIG, ENGINE_FIXES, REFERENCE
 from harness.plugin.options import resolved_dtype
 from harness.plugin.session import SEED
 from harness.subjects.engines.supported import ENGINE_REFERENCE
@@ -55,8 +55,9 @@ def decoder(pytestconfig: pytest.Config, bundle: ModelBundle) -> Iterator[Decode
     """The decoder under test (--decoder), built once per session for the model under test."""
     from harness.subjects.registry import make_decoder
 
+    stash = pytestconfig.stash
     decoder = make_decoder(
-        pytestconfig.getoption("--decoder"), bundle, pytestconfig.stash[ENGINE_FIXES], pytestconfig.stash[ENGINE_CONFIG]
+        pytestconfig.getoption("--decoder"), bundle, stash[ENGINE_FIXES], stash[ENGINE_CONFIG], stash[ENGINE_ARGS]
     )
     yield decoder
     close = getattr(decoder, "close", None)

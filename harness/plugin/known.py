@@ -33,6 +33,7 @@ MAY_FAIL = pytest.StashKey[bool]()  # every watching finding fails it only when 
 ENGINE_FIXES = pytest.StashKey[tuple[str, ...]]()
 ENGINE_CONFIG = pytest.StashKey[str]()
 REFERENCE = pytest.StashKey[str]()  # --reference: harness or engine
+ENGINE_ARGS = pytest.StashKey[dict]()  # --engine-arg NAME=VALUE: the engine's own arguments
 
 
 def watch(config: pytest.Config, items: list[pytest.Item]) -> None:

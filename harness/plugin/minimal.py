@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from harness.plugin.known import ENGINE_FIXES, REFERENCE
+from harness.plugin.known import ENGINE_ARGS, ENGINE_FIXES, REFERENCE
 from harness.plugin.options import resolved_dtype
 from harness.subjects.engines.supported import ENGINE_REFERENCE
 
@@ -40,7 +40,10 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
         model, device = config.getoption("--model"), config.getoption("--device")
         bundle = bundle_for(model, device, resolved_dtype(config))
-        return make_decoder(config.getoption("--decoder"), bundle, config.stash[ENGINE_FIXES]), bundle
+        decoder = make_decoder(
+            config.getoption("--decoder"), bundle, config.stash[ENGINE_FIXES], engine_args=config.stash[ENGINE_ARGS]
+        )
+        return decoder, bundle
 
     @cache
     def oracle_for(kind: str) -> Oracle:

@@ -100,6 +100,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "harness/subjects/engines/configurations.py). Default: default (the harness's own engine settings).",
     )
     group.addoption(
+        "--engine-arg",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="for an engine subject: one of the engine's own arguments, passed through as data (repeat it), e.g. "
+        "--engine-arg quantization=fp8 --engine-arg gpu_memory_utilization=0.85 (vLLM's LLM arguments); the report "
+        "header records them. The harness's own settings (model, dtype, speculation, --engine-config's) are refused",
+    )
+    group.addoption(
         "--reference",
         default="harness",
         choices=("harness", "engine"),

@@ -30,7 +30,7 @@ from harness.contract.records import (
     Results,
     RunHeader,
 )
-from harness.plugin.known import ENGINE_CONFIG, ENGINE_FIXES, REFERENCE
+from harness.plugin.known import ENGINE_ARGS, ENGINE_CONFIG, ENGINE_FIXES, REFERENCE
 from harness.report.run_header import run_header
 from harness.subjects.engines.supported import engine_of_decoder
 from harness.triage.groups import failure_groups, known_groups
@@ -233,5 +233,6 @@ def pytest_run_header(config: pytest.Config, seed: int, dtype: str, model: Path,
         header["engine"] = f"{engine.environment.name} {version} ({flavour})"
         header["engine_fixes"] = list(config.stash[ENGINE_FIXES])  # [] : the engine as shipped
         header["engine_config"] = config.stash[ENGINE_CONFIG]  # the deployed configuration every engine ran under
+        header["engine_args"] = config.stash[ENGINE_ARGS]  # the engine's own arguments, passed through (--engine-arg)
     header["reference"] = config.stash[REFERENCE]  # where the target-only truth came from (--reference)
     return header

@@ -16,10 +16,16 @@ from hypothesis import settings
 from harness.contract.budget import BUDGETS
 from harness.contract.errors import HarnessError
 from harness.contract.paths import resolve_model_path
-from harness.plugin.known import ENGINE_CONFIG, ENGINE_FIXES, REFERENCE
+from harness.plugin.known import ENGINE_ARGS, ENGINE_CONFIG, ENGINE_FIXES, REFERENCE
 from harness.plugin.options import MARKERS, resolved_dtype
 from harness.subjects.door import check_run_options, check_seed
-from harness.subjects.engines.supported import ENGINE_REFERENCE, engine_configuration, engine_fixes, reference_option
+from harness.subjects.engines.supported import (
+    ENGINE_REFERENCE,
+    engine_arguments,
+    engine_configuration,
+    engine_fixes,
+    reference_option,
+)
 
 USAGE_ERROR = 2  # the exit status of options that cannot work, as `mtp-harness run` and argparse give it
 
@@ -59,6 +65,7 @@ def pytest_configure(config: pytest.Config) -> None:
         config.stash[ENGINE_FIXES] = engine_fixes(decoder, config.getoption("--engine-fixes"))
         config.stash[ENGINE_CONFIG] = engine_configuration(decoder, config.getoption("--engine-config"))
         config.stash[REFERENCE] = reference_option(decoder, config.getoption("--reference"))
+        config.stash[ENGINE_ARGS] = engine_arguments(decoder, config.getoption("--engine-arg"))
     except HarnessError as error:
         pytest.exit(f"mtp-harness: {error}", returncode=USAGE_ERROR)
     if config.stash[REFERENCE] == ENGINE_REFERENCE:  # the engine process alone reads the checkpoint's weights

@@ -3,7 +3,7 @@ registry (registration flows one way: registry -> built-ins, registry -> mutants
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import torch
 
@@ -39,8 +39,9 @@ def vllm_mtp(
     dtype: torch.dtype,
     engine_fixes: Sequence[str] = (),
     engine_config: str = DEFAULT,
+    engine_args: Mapping[str, object] | None = None,
 ) -> Decoder:
-    return VLLMDecoder(bundle, speculative=True, engine_fixes=engine_fixes, engine_config=engine_config)
+    return VLLMDecoder(bundle, True, engine_fixes, engine_config, engine_args)
 
 
 def vllm(
@@ -49,8 +50,9 @@ def vllm(
     dtype: torch.dtype,
     engine_fixes: Sequence[str] = (),
     engine_config: str = DEFAULT,
+    engine_args: Mapping[str, object] | None = None,
 ) -> Decoder:
-    return VLLMDecoder(bundle, speculative=False, engine_fixes=engine_fixes, engine_config=engine_config)
+    return VLLMDecoder(bundle, False, engine_fixes, engine_config, engine_args)
 
 
 def llamacpp_mtp(

@@ -13,7 +13,7 @@ as `your.module:factory` (e.g. `--decoder my_engine.harness:make_decoder`).
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from importlib.metadata import entry_points
 
 import torch
@@ -47,17 +47,23 @@ def register_decoder(name: str) -> Callable[[DecoderFactory], DecoderFactory]:
 
 
 def make_decoder(
-    name: str, bundle: ModelBundle, engine_fixes: Sequence[str] = (), engine_config: str = DEFAULT
+    name: str,
+    bundle: ModelBundle,
+    engine_fixes: Sequence[str] = (),
+    engine_config: str = DEFAULT,
+    engine_args: Mapping[str, object] | None = None,
 ) -> Decoder:
     """Build the decoder called `name` for `bundle`; errors name the decoder and list the known ones.
     engine_fixes: the findings whose documented fix an engine subject runs with; engine_config: the deployed
-    configuration it runs under (its factory takes them)."""
+    configuration it runs under; engine_args: the engine's own arguments (--engine-arg). Its factory takes them."""
     factory = find_factory(name)
     options: dict[str, object] = {}
     if engine_fixes:
         options["engine_fixes"] = tuple(engine_fixes)
     if engine_config != DEFAULT:
         options["engine_config"] = engine_config
+    if engine_args:
+        options["engine_args"] = dict(engine_args)
     try:
         decoder = factory(bundle, bundle.device, bundle.dtype, **options)
     except HarnessError:

@@ -5,6 +5,7 @@ runs, from `mtp-harness run` and from plain pytest alike (harness/subjects/door.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -104,3 +105,31 @@ def test_an_engine_that_scores_no_sequence_cannot_be_its_own_reference():
     assert reference_option("llamacpp-mtp", "harness") == "harness"
     with pytest.raises(HarnessError, match=r"decoder 'llamacpp-mtp' runs llama.cpp, which scores no sequence"):
         reference_option("llamacpp-mtp", "engine")
+
+
+def test_an_engines_own_arguments_pass_through_as_data_and_the_harness_settings_are_refused():
+    from harness.contract.errors import HarnessError
+    from harness.subjects.engines.supported import engine_arguments
+
+    given = ["quantization=fp8", "gpu_memory_utilization=0.85", "tensor_parallel_size=1", "kv_cache_dtype=auto"]
+    assert engine_arguments("vllm-mtp", given) == {
+        "quantization": "fp8",
+        "gpu_memory_utilization": 0.85,
+        "tensor_parallel_size": 1,
+        "kv_cache_dtype": "auto",
+    }
+    assert engine_arguments("mtp", []) == {}
+    refused = {
+        "vllm-mtp:dtype=float16": "the harness sets dtype itself",
+        "vllm-mtp:enable_prefix_caching=true": "the harness sets enable_prefix_caching itself",
+        "vllm-mtp:tensor_parallel_size=8": "with tensor_parallel_size > 1 vLLM runs workers of its own: not yet",
+        "vllm-mtp:quantization": "write NAME=VALUE",
+        "vllm-mtp:a-b=1": "write NAME=VALUE",
+        'vllm-mtp:hf_overrides={"x": 1}': "a value is a number, true, false, null or a string",
+        "mtp:quantization=fp8": "decoder 'mtp' is not an engine that takes arguments",
+        "llamacpp-mtp:quantization=fp8": "decoder 'llamacpp-mtp' is not an engine that takes arguments",
+    }
+    for given, message in refused.items():
+        decoder, option = given.split(":", 1)
+        with pytest.raises(HarnessError, match=re.escape(message)):
+            engine_arguments(decoder, [option])

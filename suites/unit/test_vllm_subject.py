@@ -87,3 +87,16 @@ def test_vllm_refuses_float64_with_the_dtype_to_use():
 
     with pytest.raises(HarnessError, match="vLLM has no float64 path: run it with --dtype float32"):
         make_decoder("vllm-mtp", bundle_for(MODEL, "cpu", "float64"))
+
+
+def test_an_engine_argument_reaches_vllm_as_given(bundle):
+    """--engine-arg passes vLLM's own arguments through: vLLM's effective configuration shows the value."""
+    decoder = make_decoder("vllm", bundle, engine_args={"max_logprobs": 31})
+    try:
+        prompt_ids = tuple(load_prompts()[0].encode(bundle.tokenizer))
+        [result] = decoder.decode([DecodeRequest(prompt_ids, 2)])
+        assert len(result.token_ids) == 2
+        [engine] = decoder.pool._processes.values()
+        assert engine.info["effective"]["max_logprobs"] == 31 and engine.config["engine_args"] == {"max_logprobs": 31}
+    finally:
+        decoder.close()

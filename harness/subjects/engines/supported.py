@@ -3,6 +3,7 @@ the findings recorded against them. Light on purpose (no torch import): the plug
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +25,32 @@ from harness.subjects.engines.vllm_findings import VLLM_FINDINGS
 from harness.subjects.engines.vllm_reproducer import vllm_reproducer_script
 from harness.subjects.findings import Finding
 
+# vLLM's LLM arguments the harness sets (harness/subjects/engines/vllm_server.py llm_arguments): a run cannot move them
+VLLM_OWNED_ARGUMENTS = (
+    "model",
+    "dtype",
+    "max_model_len",
+    "speculative_config",
+    "seed",
+    "enforce_eager",
+    "async_scheduling",
+    "skip_tokenizer_init",
+    "max_num_seqs",
+    "kv_cache_memory_bytes",
+    "disable_log_stats",
+    "enable_prefix_caching",
+    "enable_chunked_prefill",
+    "max_num_batched_tokens",
+    "num_gpu_blocks_override",
+    "block_size",
+)
+# parallel engines: the server reads its hooks (forcing, step recording, scoring) in its own process, where vLLM's
+# model runner is with one worker; with more, vLLM's workers are processes of their own
+_WORKERS = "the harness reads its hooks in vLLM's own process, and with {} > 1 vLLM runs workers of its own: not yet"
+VLLM_UNSERVED_ARGUMENTS = {
+    name: _WORKERS.format(name) for name in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size")
+}
+
 
 @dataclass(frozen=True)
 class EngineSubject:
@@ -42,6 +69,10 @@ class EngineSubject:
     # whether it can be its own reference (--reference engine): greedy decoding without speculation, and its
     # log-probabilities of a given sequence (prompt logprobs) for runner-ups and near-ties
     scores_sequences: bool = False
+    # the engine's own arguments a run may pass through (--engine-arg NAME=VALUE): the names the harness sets itself
+    # are refused (model, dtype, speculation, the deployed configurations' settings), and those it cannot serve yet
+    owned_arguments: tuple[str, ...] = ()
+    unserved_arguments: Mapping[str, str] = field(default_factory=dict)
 
 
 ENGINES = {
@@ -53,6 +84,8 @@ ENGINES = {
         fixable=True,
         configurations=VLLM_CONFIGURATIONS,
         scores_sequences=True,
+        owned_arguments=VLLM_OWNED_ARGUMENTS,
+        unserved_arguments=VLLM_UNSERVED_ARGUMENTS,
     ),
     LLAMACPP.name: EngineSubject(
         LLAMACPP,
@@ -138,3 +171,34 @@ def reference_option(decoder: str, option: str) -> str:
             f"{', '.join(able)} (its greedy output without speculation and its log-probabilities)"
         )
     return option
+
+
+def engine_arguments(decoder: str, options: list[str] | tuple[str, ...] | None) -> dict[str, object]:
+    """--engine-arg NAME=VALUE (repeated) for `decoder`: the engine's own arguments, passed through as data (a VALUE
+    that reads as JSON is that value, else the string). A usage error names the argument at fault."""
+    if not options:
+        return {}
+    engine = engine_of_decoder(decoder)
+    if engine is None or not engine.owned_arguments:
+        raise HarnessError(f"--engine-arg {options[0]}: decoder {decoder!r} is not an engine that takes arguments")
+    arguments: dict[str, object] = {}
+    for option in options:
+        name, equals, text = option.partition("=")
+        name = name.strip()
+        if not equals or not name.isidentifier():
+            raise HarnessError(f"--engine-arg {option}: write NAME=VALUE, NAME one of {engine.environment.name}'s")
+        if name in engine.owned_arguments:
+            raise HarnessError(
+                f"--engine-arg {option}: the harness sets {name} itself (the model, dtype, speculation and "
+                "--engine-config's settings)"
+            )
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError:
+            value = text  # a word: the string itself (quantization=fp8)
+        if isinstance(value, dict | list):
+            raise HarnessError(f"--engine-arg {option}: a value is a number, true, false, null or a string")
+        if name in engine.unserved_arguments and not (value is None or (type(value) is int and value == 1)):
+            raise HarnessError(f"--engine-arg {option}: {engine.unserved_arguments[name]}")
+        arguments[name] = value
+    return arguments

@@ -112,6 +112,7 @@ def llm_arguments(config: dict) -> dict:
         "kv_cache_memory_bytes": int(config.get("kv_cache_bytes", 256 * 2**20)),  # small models, small cache
         "disable_log_stats": True,
         **settings,
+        **config.get("engine_args", {}),  # the run's own vLLM arguments (--engine-arg), none the harness sets
     }
 
 
@@ -147,6 +148,7 @@ class Engine:
             "num_gpu_blocks": cache.num_gpu_blocks,
             "block_size": cache.block_size,
             "async_scheduling": bool(scheduler.async_scheduling),
+            "max_logprobs": int(vllm_config.model_config.max_logprobs),
         }
 
     def describe(self) -> dict:

@@ -23,7 +23,7 @@ returns the engine's own counters of what its scheduler did since the last take.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import torch
 
@@ -51,6 +51,7 @@ class VLLMDecoder:
         speculative: bool = True,
         engine_fixes: Sequence[str] = (),
         engine_config: str = DEFAULT,
+        engine_args: Mapping[str, object] | None = None,
     ) -> None:
         if engine_config not in VLLM_CONFIGURATIONS:
             raise HarnessError(
@@ -76,6 +77,7 @@ class VLLMDecoder:
         }
         self.flavour = "cuda" if bundle.device.type == "cuda" else "cpu"
         self.engine_fixes = tuple(sorted(engine_fixes))  # findings whose documented fix the engine runs with
+        self.engine_args = dict(engine_args or {})  # vLLM's own arguments, passed through (--engine-arg)
         self.pool = EnginePool()
 
     @property
@@ -95,11 +97,11 @@ class VLLMDecoder:
 
     def configured(self, engine_config: str) -> VLLMDecoder:
         """The same subject (speculation, fixes) under another deployed configuration, with engines of its own."""
-        return VLLMDecoder(self.bundle, self.speculative, self.engine_fixes, engine_config)
+        return VLLMDecoder(self.bundle, self.speculative, self.engine_fixes, engine_config, self.engine_args)
 
     def without_speculation(self) -> VLLMDecoder:
         """vLLM without speculation, with the same fixes and configuration, with engines of its own."""
-        return VLLMDecoder(self.bundle, False, self.engine_fixes, self.configuration.name)
+        return VLLMDecoder(self.bundle, False, self.engine_fixes, self.configuration.name, self.engine_args)
 
     def take_evidence(self) -> dict[str, int]:
         """vLLM's own counters of what its scheduler did since the last take (configurations.EVIDENCE)."""
@@ -160,6 +162,7 @@ class VLLMDecoder:
             # CPU: eager (compiling every engine would take minutes on a small runner); CUDA: compiled with
             # CUDA graphs, as deployed
             "enforce_eager": self.flavour == "cpu",
+            "engine_args": self.engine_args,  # vLLM's own arguments, as given (--engine-arg)
         }
 
     def _start(self, k: int, draft_mode: str) -> EngineProcess:
