@@ -111,18 +111,19 @@ def test_an_engines_own_arguments_pass_through_as_data_and_the_harness_settings_
     from harness.contract.errors import HarnessError
     from harness.subjects.engines.supported import engine_arguments
 
-    given = ["quantization=fp8", "gpu_memory_utilization=0.85", "tensor_parallel_size=1", "kv_cache_dtype=auto"]
+    given = ["quantization=fp8", "gpu_memory_utilization=0.85", "tensor_parallel_size=8", "pipeline_parallel_size=1"]
     assert engine_arguments("vllm-mtp", given) == {
         "quantization": "fp8",
         "gpu_memory_utilization": 0.85,
-        "tensor_parallel_size": 1,
-        "kv_cache_dtype": "auto",
+        "tensor_parallel_size": 8,
+        "pipeline_parallel_size": 1,
     }
     assert engine_arguments("mtp", []) == {}
     refused = {
         "vllm-mtp:dtype=float16": "the harness sets dtype itself",
         "vllm-mtp:enable_prefix_caching=true": "the harness sets enable_prefix_caching itself",
-        "vllm-mtp:tensor_parallel_size=8": "with tensor_parallel_size > 1 vLLM runs workers of its own: not yet",
+        "vllm-mtp:pipeline_parallel_size=2": "with pipeline_parallel_size > 1 the last stage samples and drafts",
+        "vllm-mtp:data_parallel_size=2": "data_parallel_size > 1 runs engines of their own",
         "vllm-mtp:quantization": "write NAME=VALUE",
         "vllm-mtp:a-b=1": "write NAME=VALUE",
         'vllm-mtp:hf_overrides={"x": 1}': "a value is a number, true, false, null or a string",

@@ -100,3 +100,38 @@ def test_an_engine_argument_reaches_vllm_as_given(bundle):
         assert engine.info["effective"]["max_logprobs"] == 31 and engine.config["engine_args"] == {"max_logprobs": 31}
     finally:
         decoder.close()
+
+
+def test_under_tensor_parallelism_the_hooks_force_record_and_score_on_vllms_own_workers(bundle):
+    """tensor_parallel_size=2 (vLLM's CPU build runs two worker processes): forced drafts are rejected exactly where
+    forced, the passes are read back from the first worker, and the engine's scores are the harness's."""
+    import numpy as np
+
+    from harness.checks.engine_reference import EngineReference
+    from harness.checks.sampling_cases import HarnessScorer
+    from harness.contract.decoder import SamplingConfig
+    from harness.models.card import load_card
+
+    parallel = {"tensor_parallel_size": 2}
+    decoder = make_decoder("vllm-mtp", bundle, engine_args=parallel)
+    prompt_ids = tuple(load_prompts()[0].encode(bundle.tokenizer))
+    try:
+        tokens, runner_up = greedy_reference(bundle, prompt_ids, 20)
+        rejected = {1, 6, 11}
+        forced = {p: (runner_up[p] if p in rejected else t) for p, t in enumerate(tokens)}
+        [result] = decoder.decode([DecodeRequest(prompt_ids, 20, num_draft_tokens=2, forced_drafts=forced)])
+        assert result.token_ids == tokens
+        plan = expected_steps(20, 2, rejected, first=drafts_from(decoder))
+        assert [(s.start, len(s.emitted)) for s in result.steps] == [(e.start, e.emitted) for e in plan]
+    finally:
+        decoder.close()
+    card = load_card(bundle.path, dtype="float32")
+    reference = EngineReference(make_decoder("vllm", card, engine_args=parallel), card)
+    try:
+        continuations = [tokens, tokens[:7]]
+        theirs = reference.sequence_terms(prompt_ids, continuations, SamplingConfig(1.0), seed=3)
+        ours = HarnessScorer(bundle).sequence_terms(prompt_ids, continuations, SamplingConfig(1.0), seed=3)
+        assert np.nanmax(np.abs(theirs.u - ours.u)) <= 1e-5
+        assert np.nanmax(np.abs(theirs.centred - ours.centred)) <= 1e-4
+    finally:
+        reference.close()

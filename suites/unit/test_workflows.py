@@ -318,3 +318,6 @@ def test_nightly_runs_vllm_on_a_real_checkpoint_as_its_own_reference_when_one_is
     assert any("mtp-harness engine install vllm --flavour cuda" in script for script in scripts)
     (run,) = [s for s in scripts if "mtp-harness run" in s]
     assert '--decoder vllm-mtp --model "$MODEL" --device cuda --dtype "$DTYPE" --reference engine' in run
+    # the parallelism variable is split into words, never evaluated
+    assert job["env"]["ENGINE_ARGS"] == "${{ vars.MTP_HARNESS_REAL_ENGINE_ARGS }}"
+    assert 'read -ra engine_args <<< "$ENGINE_ARGS"' in run and '"${engine_args[@]}"' in run

@@ -44,11 +44,13 @@ VLLM_OWNED_ARGUMENTS = (
     "num_gpu_blocks_override",
     "block_size",
 )
-# parallel engines: the server reads its hooks (forcing, step recording, scoring) in its own process, where vLLM's
-# model runner is with one worker; with more, vLLM's workers are processes of their own
-_WORKERS = "the harness reads its hooks in vLLM's own process, and with {} > 1 vLLM runs workers of its own: not yet"
+# parallel engines: the server installs its hooks (forcing, step recording, scoring) on every worker and reads them
+# back from the first, which under tensor parallelism holds the gathered logits and the sampled tokens
 VLLM_UNSERVED_ARGUMENTS = {
-    name: _WORKERS.format(name) for name in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size")
+    "pipeline_parallel_size": "with pipeline_parallel_size > 1 the last stage samples and drafts, and the harness "
+    "reads its hooks from the first worker: not yet",
+    "data_parallel_size": "data_parallel_size > 1 runs engines of their own behind one front end, and the harness "
+    "drives one engine: not yet",
 }
 
 

@@ -77,8 +77,9 @@ class ScoringHook:
                     continue
                 offset = int(runner.query_start_loc.np[runner.input_batch.req_id_to_index[req_id]])
                 with torch.no_grad():
-                    logits = runner.model.compute_logits(hidden_states[offset : offset + count]).double()
-                chunks.append((asked, start, logits))
+                    logits = runner.model.compute_logits(hidden_states[offset : offset + count])
+                if logits is not None:  # under tensor parallelism only the rank that gathers the logits has them
+                    chunks.append((asked, start, logits.double()))
             output = original(hidden_states, num_scheduled_tokens)
             for asked, start, logits in chunks:
                 self.score(asked, start, logits, torch, contract, sampling, kernels)

@@ -127,14 +127,17 @@ class Engine:
         self.config = config
         self.version = vllm.__version__
         self.llm = LLM(**llm_arguments(config))
-        self.recorder = StepRecorder()
-        self.llm.collective_rpc(self.recorder.install)
+        # the hooks live on every worker's model runner (with tensor or pipeline parallelism, workers are processes of
+        # their own); what they recorded is read back from the first worker (install_hooks, on_first_worker)
+        self.llm.collective_rpc(install_hooks)
         self.scheduler = SchedulerWatch(self.llm.llm_engine.engine_core.engine_core.scheduler)
-        from vllm_scoring import ScoringHook  # beside this file; the statistics computed where the logits are
-
-        self.scoring = ScoringHook()
-        self.llm.collective_rpc(self.scoring.install)
+        self.largest_mismatch = 0.0
         self.batches = 0
+
+    def on_first_worker(self, function, *args):  # noqa: ANN001, ANN201 - a function of (worker, *args)
+        """Run `function(worker, *args)` on every worker (each drops what it read) and return the first worker's
+        result: the rank whose model runner output vLLM's scheduler uses."""
+        return self.llm.collective_rpc(function, args=args)[0]
 
     def effective(self) -> dict:
         """The scheduler settings vLLM runs with (after its platform's adjustments)."""
@@ -216,14 +219,16 @@ class Engine:
             for key, sequence in zip(keys, sequences, strict=True)
         ]
         outputs = self.llm.generate([{"prompt_token_ids": list(s)} for s in sequences], params, use_tqdm=False)
-        results = []
-        for key, sequence, output in zip(keys, sequences, outputs, strict=True):
-            theirs = [float(entry[sequence[j]].logprob) for j, entry in enumerate(output.prompt_logprobs) if j > 0]
-            results.append(self.scoring.take(key, theirs))
-        if self.scoring.largest_mismatch > SCORING_TOLERANCE:
+        theirs = [
+            [float(entry[sequence[j]].logprob) for j, entry in enumerate(output.prompt_logprobs) if j > 0]
+            for sequence, output in zip(sequences, outputs, strict=True)
+        ]
+        results, mismatch = self.on_first_worker(take_scores, keys, theirs)
+        self.largest_mismatch = max(self.largest_mismatch, mismatch)
+        if self.largest_mismatch > SCORING_TOLERANCE:
             raise RuntimeError(
                 f"the scoring hook's logits are not vLLM's: its log-probabilities differ from vLLM's prompt "
-                f"log-probabilities by {self.scoring.largest_mismatch:.3g} (> {SCORING_TOLERANCE})"
+                f"log-probabilities by {self.largest_mismatch:.3g} (> {SCORING_TOLERANCE})"
             )
         return results
 
@@ -248,7 +253,7 @@ class Engine:
         return {
             "terms": terms,
             "tables": [] if summed is None else summed.tolist(),
-            "largest_logprob_mismatch": self.scoring.largest_mismatch,
+            "largest_logprob_mismatch": self.largest_mismatch,
         }
 
     def next_token_laws(self, prefixes: list[list[int]], sampling: list, threshold: float) -> list[dict]:
@@ -285,21 +290,50 @@ class Engine:
             for output in engine.step():
                 if output.finished:
                     finished[output.request_id] = output
-        results = []
+        outputs = {}
         for request_id in ids:
             completion = finished[request_id].outputs[0]
             if completion.finish_reason not in FINISH_REASONS:
                 raise RuntimeError(f"request {request_id} ended with finish_reason {completion.finish_reason!r}")
-            tokens = [int(t) for t in completion.token_ids]
-            results.append(
-                {
-                    "token_ids": tokens,
-                    "finish_reason": FINISH_REASONS[completion.finish_reason],
-                    "steps": self.recorder.take_steps(request_id, tokens),
-                    "prefill_chunk_ends": self.scheduler.chunk_ends.pop(request_id, []),
-                }
-            )
-        return results
+            outputs[request_id] = completion
+        tokens = {request_id: [int(t) for t in completion.token_ids] for request_id, completion in outputs.items()}
+        steps = self.on_first_worker(take_steps, tokens)
+        return [
+            {
+                "token_ids": tokens[request_id],
+                "finish_reason": FINISH_REASONS[outputs[request_id].finish_reason],
+                "steps": steps[request_id],
+                "prefill_chunk_ends": self.scheduler.chunk_ends.pop(request_id, []),
+            }
+            for request_id in ids
+        ]
+
+
+def install_hooks(worker) -> None:  # noqa: ANN001 - vLLM's worker (wrapper), in its own process under parallelism
+    """On one worker: the step recorder (forcing and recording) and the scoring hook, kept on its model runner."""
+    from vllm_scoring import ScoringHook  # beside this file; the statistics computed where the logits are
+
+    recorder, scoring = StepRecorder(), ScoringHook()
+    recorder.install(worker)
+    scoring.install(worker)
+    worker.model_runner.mtp_harness_hooks = (recorder, scoring)
+
+
+def take_steps(worker, tokens: dict) -> dict:  # noqa: ANN001
+    """On one worker: each request's recorded passes, cut to its committed tokens (request key -> steps)."""
+    recorder = worker.model_runner.mtp_harness_hooks[0]
+    return {key: recorder.take_steps(key, committed) for key, committed in tokens.items()}
+
+
+def take_scores(worker, keys: list, theirs: list) -> tuple:  # noqa: ANN001
+    """On one worker: each scoring request's results, checked against vLLM's own prompt log-probabilities, and the
+    largest difference seen."""
+    scoring = worker.model_runner.mtp_harness_hooks[1]
+    if getattr(worker, "rank", 0) != 0:  # another rank of a parallel engine: it holds no logits to score with
+        for key in keys:
+            scoring.results.pop(key, None)
+        return [], 0.0
+    return [scoring.take(key, own) for key, own in zip(keys, theirs, strict=True)], scoring.largest_mismatch
 
 
 class SchedulerWatch:
