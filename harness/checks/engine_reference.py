@@ -67,8 +67,6 @@ class EngineReferenceError(HarnessError):
 class EngineReference:
     """The engine under test without speculation as the run's target-only reference (module docstring)."""
 
-    source = "engine"
-
     def __init__(self, engine: ScoringEngine, card: ModelCard) -> None:
         self.engine, self.card = engine, card
         self.dtype = self.precise_dtype = card.dtype  # the engine's own: no more precise copy of the model here

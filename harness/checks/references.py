@@ -67,7 +67,6 @@ class TargetReference(Protocol):
     """Where a run's target-only truth comes from: the greedy references, the judgement of a decoder's tokens
     against them (near-ties included) and the target's most likely next tokens for the report."""
 
-    source: str  # "harness" or "engine" (--reference)
     dtype: torch.dtype  # the reference's dtype: the near-tie tolerance is the dtype's
     precise_dtype: torch.dtype  # the dtype near-ties, runner-ups and top tokens are judged in
 
@@ -89,8 +88,6 @@ class TargetReference(Protocol):
 class HarnessReference:
     """The harness's own copy of the checkpoint: target-only greedy decoding on `bundle` (the run's dtype), near-ties
     and runner-ups judged by `rescoring` (float64 on CPU, float32 on CUDA)."""
-
-    source = "harness"
 
     def __init__(self, bundle: ModelBundle, rescoring: ModelBundle) -> None:
         self.bundle, self.rescoring = bundle, rescoring

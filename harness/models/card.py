@@ -2,7 +2,7 @@
 engine itself (`--reference engine`). The harness process then reads no weight file; the engine process serves the
 checkpoint. A `ModelCard` stands where a `ModelBundle` does for everything that needs no weights (names, vocabulary,
 context, EOS ids, tokenization); asking it for the target or the MTP depths raises `WeightsNotLoaded`, which the
-plugin reports as a skip naming the check that needs weights (harness/plugin/reference.py)."""
+plugin reports as a skip naming the check that needs weights (harness/plugin/cases.py)."""
 
 from __future__ import annotations
 
@@ -39,17 +39,20 @@ class ModelCard(CheckpointFacts):
 
     @property
     def target(self) -> object:
-        raise WeightsNotLoaded(f"the target model of {self.name} (this run loads no weights: --reference engine)")
+        raise self.no_weights("the target model")
 
     @property
     def depths(self) -> object:
-        raise WeightsNotLoaded(f"the MTP depths of {self.name} (this run loads no weights: --reference engine)")
+        raise self.no_weights("the MTP depths")
 
     def new_target_cache(self) -> object:
-        raise WeightsNotLoaded(f"the target model of {self.name} (this run loads no weights: --reference engine)")
+        raise self.no_weights("the target model")
 
     def with_depths(self, count: int | None) -> ModelCard:
-        raise WeightsNotLoaded(f"the MTP depths of {self.name} (this run loads no weights: --reference engine)")
+        raise self.no_weights("the MTP depths")
+
+    def no_weights(self, what: str) -> WeightsNotLoaded:
+        return WeightsNotLoaded(f"{what} of {self.name} (this run loads no weights: --reference engine)")
 
 
 def load_card(path: str | Path, device: str | torch.device = "cpu", dtype: str | torch.dtype = "float32") -> ModelCard:

@@ -17,7 +17,11 @@ vLLM is tested as shipped. The server makes exactly two interventions, both insi
   a pass without drafts) is wrapped to record, per request and pass, the drafts the scheduler sent to
   verification and the tokens vLLM's verification returned (accepted drafts + the target's token).
 
-Neither changes what vLLM computes for a request without forced drafts. Besides, the server watches the
+Neither changes what vLLM computes for a request without forced drafts. Both are installed on every worker's model
+runner (`install_hooks`; with tensor parallelism the workers are processes of their own) and read back from the first
+worker. Under --reference engine a third hook reads and changes nothing: the model runner's prompt-logprob method is
+wrapped to compute, for the harness's scoring requests only, the sampling statistics from the full logits
+(vllm_scoring.py). Besides, the server watches the
 scheduler (a wrapper that reads its state after each `schedule()`, and changes nothing) for the evidence that a
 deployed configuration happened (harness/subjects/engines/configurations.py): prefix-cache hits, prompts prefilled
 in chunks beside decoding requests, preemptions, requests left waiting. Each reply carries the counters of its call.
