@@ -17,6 +17,8 @@ def main() -> None:
     if mode == "exit-at-start":
         print("loading the model failed: out of memory (simulated)", file=sys.stderr)
         sys.exit(3)
+    if mode == "hang-at-start":  # a start that never answers
+        time.sleep(3600)
     if mode == "not-ready":
         print(json.dumps({"ready": False, "error": "ValueError: head_dim 16 is not supported (simulated)"}))
         return

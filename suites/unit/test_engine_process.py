@@ -11,7 +11,7 @@ import pytest
 from harness.contract.decoder import DecodeRequest, SamplingConfig
 from harness.contract.paths import FIXTURE_MODELS
 from harness.decoding.mtp_decoder import MTPDecoder
-from harness.subjects.engines.process import EngineError, EnginePool, EngineProcess
+from harness.subjects.engines.process import EngineError, EnginePool, EngineProcess, EngineStartTimeout
 from harness.subjects.engines.wire import EngineProtocolError, parse_result, request_message, result_message
 
 SERVER = Path(__file__).with_name("engine_server_for_tests.py")
@@ -118,3 +118,29 @@ def test_an_engine_with_one_flavour_installs_that_flavour_by_default():
     from harness.subjects.engines.llamacpp_environment import LLAMACPP
 
     assert default_flavour(LLAMACPP) == "cpu"  # also on a CUDA machine: llama.cpp's wheel is its CPU build
+
+
+def test_a_start_that_never_answers_is_killed_and_started_once_more(prefix_bundle):
+    """A hung start (no answer by the start timeout) saw nothing the engine computed: the pool kills it and starts the
+    engine once more; a second hang fails the call as an engine that did not start."""
+    config = {"model": str(MODEL), "dtype": "float64", "num_draft_tokens": 2, "draft_mode": "greedy"}
+    modes = iter(["hang-at-start", "ok"])
+
+    def hangs_once():
+        mode = next(modes)
+        timeout = 3 if mode == "hang-at-start" else 300  # the hung start is given up on at once
+        return EngineProcess(Path(sys.executable), SERVER, {**config, "mode": mode}, {}, "test-hang", timeout)
+
+    pool = EnginePool()
+    engine = pool.get(("k2",), hangs_once)
+    [result] = engine.decode(requests(prefix_bundle)[:1])
+    assert result.token_ids and next(modes, "both used") == "both used"
+    pool.close()
+
+    def hangs():
+        return EngineProcess(Path(sys.executable), SERVER, {**config, "mode": "hang-at-start"}, {}, "test-hang", 1)
+
+    with pytest.raises(
+        EngineStartTimeout, match="no answer after 1 s while the harness waited for the engine to start"
+    ):
+        EnginePool().get(("k2",), hangs)

@@ -14,6 +14,7 @@ import json
 import os
 import selectors
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -23,10 +24,12 @@ from harness.contract.decoder import DecodeRequest, DecodeResult
 from harness.contract.errors import HarnessError
 from harness.subjects.engines.wire import PROTOCOL, EngineProtocolError, parse_result, request_message
 
-STARTUP_TIMEOUT_SECONDS = 900.0
+# A start that has not answered by then is taken for a hung start: the process is killed and started once more.
+STARTUP_TIMEOUT_SECONDS = float(os.environ.get("MTP_HARNESS_ENGINE_START_TIMEOUT", "900"))
 # A decode call that takes longer is taken for a hung engine: the process is killed and the call fails.
 DECODE_TIMEOUT_SECONDS = float(os.environ.get("MTP_HARNESS_ENGINE_TIMEOUT", "900"))
 LOG_TAIL_LINES = 40
+STARTING = "the engine to start"
 
 
 class EngineError(HarnessError):
@@ -38,11 +41,21 @@ class EngineUnavailable(EngineError):
     computed was seen, so such a failure is never taken for a finding (harness/plugin/known.py)."""
 
 
+class EngineStartTimeout(EngineUnavailable):
+    """An engine process that never answered its start (killed at the start timeout): the pool starts it once more."""
+
+
 class EngineProcess:
     """A running engine server: `decode(requests)` sends one batch and waits for its results."""
 
     def __init__(
-        self, python: Path, server: Path, config: Mapping[str, object], env: Mapping[str, str], label: str
+        self,
+        python: Path,
+        server: Path,
+        config: Mapping[str, object],
+        env: Mapping[str, str],
+        label: str,
+        startup_timeout: float = STARTUP_TIMEOUT_SECONDS,
     ) -> None:
         self.label = label
         self.config = dict(config)
@@ -66,7 +79,10 @@ class EngineProcess:
         self.evidence: collections.Counter[str] = collections.Counter()
         try:
             self._send(self.config)
-            ready = self._receive(timeout=STARTUP_TIMEOUT_SECONDS, waiting_for="the engine to start")
+            ready = self._receive(timeout=startup_timeout, waiting_for=STARTING)
+        except EngineStartTimeout:
+            self.close()
+            raise
         except EngineError as error:
             self.close()
             raise EngineUnavailable(str(error)) from error
@@ -144,7 +160,8 @@ class EngineProcess:
                 selector.register(stdout, selectors.EVENT_READ)
                 if not selector.select(timeout):
                     self.process.kill()
-                    raise EngineUnavailable(
+                    hung = EngineStartTimeout if waiting_for == STARTING else EngineUnavailable
+                    raise hung(
                         f"engine {self.label}: no answer after {timeout:.0f} s while the harness waited for "
                         f"{waiting_for}; killed it\n{self.log_tail()}"
                     )
@@ -185,7 +202,11 @@ class EnginePool:
             while len(self._processes) >= self.max_alive:
                 oldest = next(iter(self._processes))
                 self._retire(self._processes.pop(oldest))
-            process = start()
+            try:
+                process = start()
+            except EngineStartTimeout as hung:  # it never answered: nothing it computed was seen; start it once more
+                sys.stderr.write(f"mtp-harness: {str(hung).splitlines()[0]}; starting it once more\n")
+                process = start()
         self._processes[key] = process
         return process
 
