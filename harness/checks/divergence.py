@@ -166,18 +166,26 @@ def check_against_target(
     left of its max_new_tokens."""
     from harness.decoding.target_decoder import TargetOnlyDecoder
 
-    def continuation(prefix: Sequence[int]) -> Sequence[int]:
-        emitted = len(prefix) - len(request.prompt_ids)
-        left = request.max_new_tokens - emitted
-        if left <= 0 or (prefix[-1] in request.eos_token_ids):
-            return ()
-        follow = DecodeRequest(tuple(prefix), left, eos_token_ids=request.eos_token_ids)
-        return TargetOnlyDecoder(bundle).decode([follow])[0].token_ids
-
+    continuation = continued_by(request, lambda follow: TargetOnlyDecoder(bundle).decode([follow])[0].token_ids)
     decode = rescoring.tokenizer.decode
     return check_greedy(
         expected, actual, request.prompt_ids, bundle.dtype, decode, precise_logits(rescoring), continuation, tolerance
     )
+
+
+def continued_by(
+    request: DecodeRequest, decode: Callable[[DecodeRequest], Sequence[int]]
+) -> Callable[[Sequence[int]], Sequence[int]]:
+    """check_greedy's continuation for `request`: prefix -> the target-only greedy tokens after it, as `decode`
+    gives them for the request's EOS ids and what is left of its max_new_tokens (none at an EOS or at the limit)."""
+
+    def continuation(prefix: Sequence[int]) -> Sequence[int]:
+        left = request.max_new_tokens - (len(prefix) - len(request.prompt_ids))
+        if left <= 0 or prefix[-1] in request.eos_token_ids:
+            return ()
+        return decode(DecodeRequest(tuple(prefix), left, eos_token_ids=request.eos_token_ids))
+
+    return continuation
 
 
 def precise_logits(rescoring: ModelBundle) -> Callable[[Sequence[int]], torch.Tensor]:

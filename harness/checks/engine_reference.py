@@ -28,7 +28,7 @@ from typing import Protocol
 import numpy as np
 import torch
 
-from harness.checks.divergence import GreedyCheck, check_greedy
+from harness.checks.divergence import GreedyCheck, check_greedy, continued_by
 from harness.checks.references import GreedyReference
 from harness.checks.sampling_cases import CHUNK, PIT_LENGTH, SequenceTerms
 from harness.contract.decoder import DecodeRequest, DecodeResult, SamplingConfig
@@ -102,13 +102,7 @@ class EngineReference:
             following = actual[len(prefix) - prompt_length]
             return self.next_token_logprobs(prefix, following, NEAR_TIE_TOP)
 
-        def continuation(prefix: Sequence[int]) -> Sequence[int]:
-            left = request.max_new_tokens - (len(prefix) - prompt_length)
-            if left <= 0 or prefix[-1] in request.eos_token_ids:
-                return ()
-            follow = DecodeRequest(tuple(prefix), left, eos_token_ids=request.eos_token_ids)
-            return self.engine.decode([follow])[0].token_ids
-
+        continuation = continued_by(request, lambda follow: self.engine.decode([follow])[0].token_ids)
         return check_greedy(
             expected, actual, request.prompt_ids, self.dtype, self.decode_text, engine_logits, continuation, tolerance
         )
