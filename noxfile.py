@@ -12,7 +12,7 @@
     nox -s llamacpp       install llama.cpp's own environment, then the suites against llamacpp-mtp on its fixtures
     nox -s transformers   the suites against transformers' own MTP implementations
 
-Extra pytest arguments go after `--`, e.g. `nox -s greedy -- --decoder transformers-mtp`.
+Extra pytest arguments go after `--`, e.g. `nox -s greedy -- --harness-decoder transformers-mtp`.
 """
 
 import os
@@ -145,5 +145,5 @@ def transformers(session: nox.Session) -> None:
         )  # fmt: skip
     session.run(
         "mtp-harness", "run", "--suite", "sampling", "--decoder", "transformers-mtp", "-n", "2", "--", "-k", "k2",
-        "--sampling-tv", "0.2",
+        "--harness-sampling-tv", "0.2",
     )  # fmt: skip

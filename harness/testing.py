@@ -32,10 +32,13 @@ import pytest
 from harness.contract.budget import BUDGETS, DEFAULT_BUDGET
 from harness.contract.errors import HarnessError
 from harness.contract.invocation import suites_pytest
-from harness.contract.paths import DEFAULT_MODEL, REPORTS, SUITES
+from harness.contract.paths import DEFAULT_MODEL, REPORTS, SUITES_DIR
 from harness.contract.records import RECORD_PREFIX
+from harness.contract.run_options import RunOptions, pytest_arguments
+from harness.contract.seeds import DEFAULT_SEED
+from harness.contract.suites import CATALOGUE_SUITES as CHECK_SUITES
+from harness.contract.suites import marker_expression
 
-CHECK_SUITES = ("greedy", "invariants", "sampling")
 PASSING_OUTCOMES = ("passed", "near-tie")
 RECORD_KEYS = ("divergence", "sampling", "invariants", "params")  # what a check carries into its caller's report
 
@@ -83,12 +86,17 @@ class HarnessChecks:
 
     def command(self) -> list[str]:
         """The pytest command of this run (without the report and collection options)."""
-        suites = (SUITES / suite for suite in self.suites)
-        command = [*suites_pytest(suites, cache=False), "-m", " or ".join(self.suites)]
-        command += [f"--decoder={self.decoder}", f"--model={self.model}", f"--device={self.device}"]
-        command += [f"--harness-budget={self.budget}"]
-        command += [f"--dtype={self.dtype}"] if self.dtype else []
-        command += [f"--harness-seed={self.seed}"] if self.seed is not None else []
+        suites = (SUITES_DIR / suite for suite in self.suites)
+        command = [*suites_pytest(suites, cache=False), "-m", marker_expression(tuple(self.suites))]
+        options = RunOptions(
+            decoder=self.decoder,
+            model=self.model,
+            device=self.device,
+            dtype=self.dtype,
+            budget=self.budget,
+            seed=DEFAULT_SEED if self.seed is None else self.seed,
+        )
+        command += pytest_arguments(options)
         command += ["-k", self.select] if self.select else []
         return command
 
@@ -157,7 +165,7 @@ class HarnessCheck:
 
 def check_id(nodeid: str) -> str:
     """A readable pytest id for a check: `greedy/test_x.py:test_y[params]` ("::" would split node ids)."""
-    return nodeid.removeprefix(f"{SUITES.name}/").replace("::", ":")
+    return nodeid.removeprefix(f"{SUITES_DIR.name}/").replace("::", ":")
 
 
 def harness_checks(decoder: str | Callable, **options: object) -> list[HarnessCheck]:

@@ -12,33 +12,41 @@ from contextlib import contextmanager
 import pytest
 import torch
 
-from harness.checks.divergence import Divergence, NearTieWarning
+from harness.checks.divergence import NearTieWarning, describe_divergence
 from harness.checks.references import GreedyReference, HarnessReference, TargetReference
 from harness.contract.decoder import DecodeRequest, DecodeResult
 from harness.contract.errors import WeightsNotLoaded
-from harness.contract.records import DivergenceRecord, GreedyCheckRecord, PassesRecord, attach_record, step_records
+from harness.contract.records import (
+    Divergence,
+    DivergenceRecord,
+    GreedyCheckRecord,
+    PassesRecord,
+    attach_record,
+    step_records,
+)
+from harness.contract.run_options import Reference, RunOptions
 from harness.models.loading import ModelBundle, bundle_for
 from harness.models.prompts import Prompt
 
 
 @pytest.fixture(scope="session")
-def rescoring_bundle(pytestconfig: pytest.Config, bundle: ModelBundle) -> ModelBundle:
+def rescoring_bundle(run_options: RunOptions, bundle: ModelBundle) -> ModelBundle:
     """The precise model near-ties are judged by: float64 on CPU, float32 on CUDA (the run's bundle if it is)."""
     if not bundle.has_weights:
         raise WeightsNotLoaded("the precise float64 re-scoring of the checkpoint (this run loads no weights)")
     precise = torch.float32 if bundle.device.type == "cuda" else torch.float64
     if bundle.dtype == precise:
         return bundle
-    return bundle_for(pytestconfig.getoption("--model"), str(bundle.device), str(precise).removeprefix("torch."))
+    return bundle_for(run_options.model, str(bundle.device), str(precise).removeprefix("torch."))
 
 
 @pytest.fixture(scope="session")
 def target_reference(
-    pytestconfig: pytest.Config, bundle: ModelBundle, request: pytest.FixtureRequest
+    run_options: RunOptions, bundle: ModelBundle, request: pytest.FixtureRequest
 ) -> Iterator[TargetReference]:
     """Where the run's target-only truth comes from (--reference): the harness's own copy of the checkpoint, or the
     engine under test without speculation, same dtype and parallelism (its engines of its own, closed at the end)."""
-    if pytestconfig.getoption("--reference") != "engine":
+    if run_options.reference is not Reference.ENGINE:
         yield HarnessReference(bundle, request.getfixturevalue("rescoring_bundle"))
         return
     from harness.checks.engine_reference import EngineReference
@@ -70,9 +78,9 @@ def divergence_record(
     tokens at the divergent index (re-scored, or the engine's own), the forced schedule and the decoder's per-pass
     trace."""
     decode = target.decode_text
-    top = target.top_tokens([*reference.prompt_ids, *expected[: divergence.index]], TOP_TOKENS)
+    top = target.top_tokens([*reference.prompt_ids, *expected[: divergence["index"]]], TOP_TOKENS)
     return {
-        **divergence.to_dict(),
+        **divergence,
         "prompt_id": reference.prompt.id,
         "dtype": str(target.precise_dtype).removeprefix("torch."),
         "num_draft_tokens": request.num_draft_tokens if request else None,
@@ -113,17 +121,19 @@ def check_tokens(target_reference: TargetReference, record_property):
             GreedyCheckRecord(
                 positions=len(result.token_ids),
                 checked=outcome.checked,
-                near_ties=[divergence.index for divergence in outcome.near_ties],
+                near_ties=[divergence["index"] for divergence in outcome.near_ties],
             ),
         )
         for divergence in outcome.near_ties:
-            warnings.warn(NearTieWarning(f"prompt {reference.prompt.id}: {divergence.describe()}"), stacklevel=2)
+            warnings.warn(
+                NearTieWarning(f"prompt {reference.prompt.id}: {describe_divergence(divergence)}"), stacklevel=2
+            )
         shown = outcome.failure or (outcome.near_ties[0] if outcome.near_ties else None)
         if shown is not None:
             record = divergence_record(shown, reference, outcome.reference, result, request, target_reference)
             attach_record(record_property, "divergence", record)
         if outcome.failure is not None:
-            pytest.fail(f"prompt {reference.prompt.id}: {outcome.failure.describe()}", pytrace=False)
+            pytest.fail(f"prompt {reference.prompt.id}: {describe_divergence(outcome.failure)}", pytrace=False)
         return outcome.near_ties
 
     return check

@@ -10,12 +10,13 @@ is checked against it, as far as the output goes (check_greedy).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
 
 from harness.contract.decoder import DecodeRequest
+from harness.contract.records import Divergence
 
 if TYPE_CHECKING:
     from harness.models.loading import ModelBundle
@@ -35,32 +36,17 @@ class NearTieWarning(UserWarning):
     """A greedy divergence at a numerical near-tie (bf16/fp16): reported, not failed."""
 
 
-@dataclass(frozen=True)
-class Divergence:
-    """The first place where the decoder's tokens differ from the reference's."""
-
-    index: int
-    expected_token: int | None
-    actual_token: int | None
-    expected_text: str
-    actual_text: str
-    context_text: str
-    margin: float | None  # the precise re-scoring's top-2 logit margin there
-    near_tie: bool
-    token_gap: float | None = None  # the precise best logit minus the decoder's token's logit there
-
-    def describe(self) -> str:
-        margin = "n/a" if self.margin is None else f"{self.margin:.3g}"
-        gap = "" if self.token_gap is None else f"; the decoder's token {self.token_gap:.3g} below the precise best"
-        kind = "numerical near-tie" if self.near_tie else "DIVERGENCE"
-        return (
-            f"{kind} at generated index {self.index}: expected token {self.expected_token} "
-            f"({self.expected_text!r}), got {self.actual_token} ({self.actual_text!r}); "
-            f"target top-2 logit margin there {margin}{gap}; context ...{self.context_text!r}"
-        )
-
-    def to_dict(self) -> dict[str, object]:
-        return asdict(self)
+def describe_divergence(divergence: Divergence) -> str:
+    """A divergence in words: where, which tokens, the precise margin there and the context before it."""
+    margin = "n/a" if divergence["margin"] is None else f"{divergence['margin']:.3g}"
+    gap = divergence["token_gap"]
+    below = "" if gap is None else f"; the decoder's token {gap:.3g} below the precise best"
+    kind = "numerical near-tie" if divergence["near_tie"] else "DIVERGENCE"
+    return (
+        f"{kind} at generated index {divergence['index']}: expected token {divergence['expected_token']} "
+        f"({divergence['expected_text']!r}), got {divergence['actual_token']} ({divergence['actual_text']!r}); "
+        f"target top-2 logit margin there {margin}{below}; context ...{divergence['context_text']!r}"
+    )
 
 
 def first_divergence(expected: Sequence[int], actual: Sequence[int]) -> int | None:
@@ -118,7 +104,7 @@ def check_greedy(
             margin = float(top2_margins(logits))
             gap = float(logits.max() - logits[actual[at]])
         divergence = _divergence(reference, actual, at, prompt, decode_text, margin, gap, tolerance)
-        if not divergence.near_tie:
+        if not divergence["near_tie"]:
             return GreedyCheck(divergence, tuple(near_ties), reference, at)
         near_ties.append(divergence)
         judged = actual[: at + 1]

@@ -11,7 +11,7 @@ without speculation, same dtype and parallelism, and its own log-probabilities.
   decoder's own token at that position; every other token's logit is -inf here, which is below any tolerance.
 - After a near-tie the reference is continued from the decoder's own prefix by the engine without speculation.
 - The sampling suite's truth is computed inside the engine's process from its full logits, with the harness's own
-  code (harness/subjects/engines/vllm_scoring.py): the first tokens' law is enumerated from the processed
+  code (harness/subjects/engines/vllm/scoring.py): the first tokens' law is enumerated from the processed
   conditionals the engine returns (tokens of probability >= the prune mass, and the mass of the rest), pruned as
   the harness prunes its own; the whole-sequence statistics' per-token terms (the PIT's parts, the centred
   log-likelihood and its variance) and the cumulant tables summed over the sequences come back, never V floats per

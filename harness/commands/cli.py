@@ -18,15 +18,11 @@ from harness.commands import mutants as mutants_command
 from harness.contract.budget import BUDGET_HELP, BUDGETS, DEFAULT_BUDGET
 from harness.contract.errors import HarnessError
 from harness.contract.invocation import suites_pytest, wait_through_ctrl_c
-from harness.contract.paths import DEFAULT_MODEL, REPORTS, SUITES, suite_of_junit
+from harness.contract.paths import DEFAULT_MODEL, REPORTS, SUITES_DIR, suite_of_junit
+from harness.contract.run_options import DEFAULT_CONFIGURATION, NO_FIXES, Reference, RunOptions, pytest_arguments
+from harness.contract.suites import ALL, SUITE_NAMES, marker_expression, parse_suites
 
-SUITE_MARKERS = {
-    "greedy": "greedy",
-    "sampling": "sampling",
-    "invariants": "invariants",
-    "engine": "engine",
-    "all": "greedy or sampling or invariants or engine",
-}
+MUTANTS = "mutants"  # --suite mutants: the mutation catalogue (harness/commands/mutants.py)
 
 
 WORKERS_HELP = (
@@ -36,20 +32,13 @@ WORKERS_HELP = (
 
 
 def suites_option(value: str) -> str:
-    """--suite: one of SUITE_MARKERS or `mutants`, or several suites joined by commas (greedy,invariants)."""
-    names = [name.strip() for name in value.split(",") if name.strip()]
-    known = [*SUITE_MARKERS, "mutants"]
-    unknown = [name for name in names if name not in known]
-    if unknown or not names or ("mutants" in names and len(names) > 1):
-        raise argparse.ArgumentTypeError(
-            f"{value!r}: expected {', '.join(sorted(known))}, or suites joined by commas (mutants alone)"
-        )
-    return ",".join(names)
-
-
-def suites_marker(suite: str) -> str:
-    """The pytest -m expression of an --suite value."""
-    return " or ".join(SUITE_MARKERS[name] for name in suite.split(","))
+    """--suite: a suite (harness/contract/suites.py), several joined by commas, `all`, or `mutants` alone."""
+    if value.strip() == MUTANTS:
+        return MUTANTS
+    try:
+        return ",".join(parse_suites(value))
+    except HarnessError as error:
+        raise argparse.ArgumentTypeError(f"{error}; or {MUTANTS} (the mutation catalogue) alone") from None
 
 
 def usable_cores() -> int:
@@ -101,10 +90,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--suite",
         type=suites_option,
-        default="all",
-        metavar="{" + ",".join(sorted([*SUITE_MARKERS, "mutants"])) + "}",
-        help="which suites, one or several joined by commas (default: all = greedy, sampling, invariants, engine; "
-        "mutants: the mutation catalogue)",
+        default=ALL,
+        metavar="{" + ",".join([*SUITE_NAMES, ALL, MUTANTS]) + "}",
+        help=f"which suites, one or several joined by commas (default: {ALL} = {', '.join(SUITE_NAMES)}; "
+        f"{MUTANTS}: the mutation catalogue)",
     )
     run.add_argument("--decoder", default="mtp", help="decoder under test (default: mtp)")
     run.add_argument("--model", default=str(DEFAULT_MODEL), help="model directory or fixture name")
@@ -115,17 +104,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--engine-fixes",
-        default="none",
+        default=NO_FIXES,
         metavar="none|all|SLUG[,SLUG...]",
         help="an engine subject with the documented fix of the named findings applied inside its process (beneath "
         "the known bugs); default none: the engine as shipped",
     )
     run.add_argument(
         "--engine-config",
-        default="default",
+        default=DEFAULT_CONFIGURATION,
         metavar="NAME",
         help="an engine subject under a deployed configuration (vLLM: prefix-cache, chunked-prefill, preempt, queue, "
-        "async; llama.cpp: prefix-cache, chunked-prefill, queue); default: the harness's own engine settings",
+        "async; llama.cpp: prefix-cache, chunked-prefill, queue, context-shift); default: the harness's own engine "
+        "settings",
     )
     run.add_argument(
         "--engine-arg",
@@ -136,8 +126,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--reference",
-        choices=("harness", "engine"),
-        default="harness",
+        choices=[str(r) for r in Reference],
+        default=str(Reference.HARNESS),
         help="the target-only truth: harness (default: the harness's own copy of the checkpoint) or engine (the "
         "engine under test without speculation and its log-probabilities; this process then reads no weight file)",
     )
@@ -160,10 +150,10 @@ def build_parser() -> argparse.ArgumentParser:
     nightly.add_argument("-n", "--workers", type=int, default=2, help="pytest-xdist workers / parallel mutants")
     nightly.add_argument("--report-dir", type=Path, default=REPORTS, help="where run directories go")
     engine = commands.add_parser(
-        "engine", help="the environments of out-of-process engines (vLLM): install one, or show where they are"
+        "engine", help="the environments of out-of-process engines: install one, or show where they are"
     )
     engine.add_argument("action", choices=["install", "status"], help="install (idempotent) or status")
-    engine.add_argument("name", help="engine name (vllm, llama.cpp)")
+    engine.add_argument("name", help="engine name (harness/subjects/engines/registry.py: vllm, llama.cpp)")
     engine.add_argument(
         "--flavour",
         choices=["cpu", "cuda"],
@@ -201,26 +191,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def pytest_command(args: argparse.Namespace, junit: Path) -> list[str]:
-    """The pytest invocation for `mtp-harness run` (printed, so a run can be reproduced by hand); the
-    report goes beside the JUnit file. Progress comes from harness.plugin.progress instead of a dot per test."""
-    command = [*suites_pytest([SUITES]), "-m", suites_marker(args.suite), "-q"]
+def pytest_command(args: argparse.Namespace, options: RunOptions, junit: Path) -> list[str]:
+    """The pytest invocation for `mtp-harness run` (printed, so a run can be reproduced by hand); the run's options
+    written back by harness/contract/run_options.py; the report goes beside the JUnit file. Progress comes from
+    harness.plugin.progress instead of a dot per test."""
+    command = [*suites_pytest([SUITES_DIR]), "-m", marker_expression(tuple(args.suite.split(","))), "-q"]
     command += ["-p", "harness.plugin.progress", "-o", "console_output_style=classic"]
     command.append(f"--harness-report={junit.parent}")
-    command += [f"--decoder={args.decoder}", f"--model={args.model}", f"--device={args.device}"]
-    if args.dtype:
-        command.append(f"--dtype={args.dtype}")
-    if args.harness_seed:
-        command.append(f"--harness-seed={args.harness_seed}")
-    if args.engine_fixes != "none":
-        command.append(f"--engine-fixes={args.engine_fixes}")
-    if args.engine_config != "default":
-        command.append(f"--engine-config={args.engine_config}")
-    if args.reference != "harness":
-        command.append(f"--reference={args.reference}")
-    command += [f"--engine-arg={argument}" for argument in args.engine_arg]
-    if args.budget != DEFAULT_BUDGET:
-        command.append(f"--harness-budget={args.budget}")
+    command += pytest_arguments(options)
     workers = resolve_workers(args.workers, args.device)
     if workers:
         command += ["-n", str(workers), "--dist", "loadgroup"]
@@ -254,19 +232,26 @@ def format_summary(per_suite: dict[str, Counter]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from harness.subjects.door import check_run_options, check_seed
-    from harness.subjects.engines.supported import engine_arguments, engine_configuration, engine_fixes
+    from harness.subjects.run_options import CLI, read_run_options
 
     try:  # bad input stops here, as one line, before pytest starts
-        check_run_options(args.decoder, args.model, args.device, args.dtype, args.reference)
-        check_seed(args.harness_seed)
-        engine_fixes(args.decoder, args.engine_fixes)
-        engine_configuration(args.decoder, args.engine_config)
-        engine_arguments(args.decoder, args.engine_arg)
+        options = read_run_options(
+            decoder=args.decoder,
+            model=args.model,
+            device=args.device,
+            dtype=args.dtype,
+            budget=args.budget,
+            seed=args.harness_seed,
+            reference=args.reference,
+            engine_config=args.engine_config,
+            engine_fixes=args.engine_fixes,
+            engine_args=args.engine_arg,
+            spelling=CLI,
+        )
     except HarnessError as error:
         print(f"mtp-harness run: {error}", file=sys.stderr)
         return USAGE_ERROR
-    if args.suite == "mutants":
+    if args.suite == MUTANTS:
         catalogue = mutants_command.parse(["--model", args.model, "--device", args.device, "--budget", args.budget])
         catalogue.workers = 2 if args.workers is None else usable_cores() if args.workers == "auto" else args.workers
         catalogue.workers = max(1, catalogue.workers)
@@ -276,7 +261,7 @@ def run(args: argparse.Namespace) -> int:
     run_dir = args.report_dir / run_id
     run_dir.mkdir(parents=True, exist_ok=True)
     junit = run_dir / "junit.xml"
-    command = pytest_command(args, junit)
+    command = pytest_command(args, options, junit)
     print("mtp-harness run:", shlex.join(command), flush=True)
     started = time.perf_counter()
     code = wait_through_ctrl_c(subprocess.Popen(command))
@@ -336,12 +321,13 @@ def bench(args: argparse.Namespace) -> int:
 
 def engine(args: argparse.Namespace) -> int:
     from harness.subjects.engines.environments import EngineEnvironmentError, default_flavour, install
-    from harness.subjects.engines.supported import ENGINES
+    from harness.subjects.engines.registry import engine_named
 
-    if args.name not in ENGINES:
-        print(f"mtp-harness engine: unknown engine {args.name!r}; known: {', '.join(sorted(ENGINES))}", file=sys.stderr)
-        return 2
-    environment = ENGINES[args.name].environment
+    try:
+        environment = engine_named(args.name).environment
+    except HarnessError as error:
+        print(f"mtp-harness engine: {error}", file=sys.stderr)
+        return USAGE_ERROR
     flavour = args.flavour or default_flavour(environment)
     try:
         if args.action == "install":

@@ -15,7 +15,8 @@ from pathlib import Path
 
 from harness.contract.budget import BUDGET_HELP, BUDGETS, DEFAULT_BUDGET
 from harness.contract.paths import DEFAULT_MODEL, REPORTS
-from harness.mutation.catalogue import CATALOGUE_SUITES
+from harness.contract.run_options import RunOptions
+from harness.contract.suites import CATALOGUE_SUITES
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -60,9 +61,11 @@ def status(line: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from harness.contract.paths import resolve_model_path
+    from harness.contract.seeds import DEFAULT_SEED
     from harness.models.loading import checkpoint_is_hybrid
     from harness.mutation.catalogue import CORRECT_DECODER, catalogue_table, format_table, run_catalogue
-    from harness.subjects.mutants import MUTANT_PREFIX, MUTANTS, RECURRENT_MUTANTS
+    from harness.subjects.mutants import MUTANTS, RECURRENT_MUTANTS
+    from harness.subjects.registry import MUTANT_PREFIX
 
     unknown = sorted(set(args.mutant or ()) - set(MUTANTS))
     if unknown:
@@ -76,10 +79,9 @@ def run(args: argparse.Namespace) -> int:
         if skipped:
             status(f"mtp-harness mutants: {', '.join(skipped)} need a hybrid model (linear-attention layers); skipped")
     decoders = [CORRECT_DECODER] + [MUTANT_PREFIX + name for name in names]
-    options = [f"--model={args.model}", f"--device={args.device}", f"--harness-budget={args.budget}"]
-    options += [f"--dtype={args.dtype}"] if args.dtype else []
-    options += [f"--harness-seed={args.harness_seed}"] if args.harness_seed else []
-    options += ["-k", args.select] if args.select else []
+    seed = args.harness_seed if args.harness_seed in ("random", "last") else int(args.harness_seed or DEFAULT_SEED)
+    options = RunOptions(model=args.model, device=args.device, dtype=args.dtype, budget=args.budget, seed=seed)
+    selection = ["-k", args.select] if args.select else []
     run_dir = args.report_dir / (time.strftime("%Y%m%d-%H%M%S") + "-mutants")
     status(f"mtp-harness mutants: {len(decoders)} decoders x {len(suites)} suites, {args.workers} at a time")
 
@@ -88,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
         status(f"  {decoder_run.decoder:<40} {cells} ({decoder_run.elapsed_s:.0f}s)")
 
     started, started_at = time.perf_counter(), time.strftime("%Y-%m-%dT%H:%M:%S")
-    runs = run_catalogue(decoders, suites, run_dir, options, args.workers, progress, args.full_table)
+    runs = run_catalogue(decoders, suites, run_dir, options, args.workers, progress, args.full_table, selection)
     table = catalogue_table(runs, suites, time.perf_counter() - started, args.full_table)
     passed = table["score"] == 1.0 and table["correct_passes"] and table["controls_pass"]
     (run_dir / "mutants.json").write_text(json.dumps(table, indent=2))  # the table first: nothing below can lose it
@@ -116,9 +118,8 @@ def write_catalogue_report(args: argparse.Namespace, run_dir: Path, table: dict,
     model = resolve_model_path(args.model)
     command = shlex.join(["mtp-harness", *sys.argv[1:]]) if sys.argv[1:2] == ["mutants"] else "mtp-harness mutants"
     seed = int(args.harness_seed) if (args.harness_seed or "").isdigit() else DEFAULT_SEED
-    header = run_header(
-        run_dir.name, "mutant catalogue", model, args.device, args.dtype or "default", seed, command, args.workers
-    )
+    options = RunOptions(decoder="mutant catalogue", model=str(model), device=args.device, dtype=args.dtype, seed=seed)
+    header = run_header(run_dir.name, options, command, args.workers)
     finished = time.strftime("%Y-%m-%dT%H:%M:%S")
     header.update(started=started, finished=finished, status="complete", exit_status=0 if passed else 1)
     cases = catalogue_cases(table, str(model))

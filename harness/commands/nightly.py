@@ -16,9 +16,11 @@ from pathlib import Path
 from harness.commands import mutants as mutants_command
 from harness.contract.budget import BUDGETS
 from harness.contract.invocation import suites_pytest, wait_through_ctrl_c
-from harness.contract.paths import SUITES
+from harness.contract.paths import SUITES_DIR
+from harness.contract.run_options import RunOptions, pytest_arguments
+from harness.contract.suites import SUITE_NAMES, marker_expression
 
-NIGHTLY_MARKERS = "greedy or sampling or invariants or engine or gpu"
+NIGHTLY_MARKERS = marker_expression((*SUITE_NAMES, "gpu"))
 
 
 def default_device() -> str:
@@ -34,9 +36,9 @@ def default_dtype(device: str) -> str:
 def suites_command(
     budget: str, decoder: str, model: str, device: str, dtype: str, workers: int, run_dir: Path
 ) -> list[str]:
-    command = [*suites_pytest([SUITES]), "-m", NIGHTLY_MARKERS, "-q", "-rs", "--harness-slow"]  # full calibration
-    command += [f"--harness-budget={budget}", f"--decoder={decoder}", f"--model={model}"]
-    command += [f"--device={device}", f"--dtype={dtype}", f"--harness-report={run_dir}"]
+    command = [*suites_pytest([SUITES_DIR]), "-m", NIGHTLY_MARKERS, "-q", "-rs", "--harness-slow"]  # full calibration
+    options = RunOptions(decoder=decoder, model=model, device=device, dtype=dtype, budget=budget)
+    command += [*pytest_arguments(options), f"--harness-report={run_dir}"]
     if workers > 1:
         command += ["-n", str(workers), "--dist", "loadgroup"]
     return command
@@ -53,9 +55,9 @@ def false_alarm_runs(budget: str, model: str, device: str, dtype: str, workers: 
     seeds = [DEFAULT_SEED + 1 + i for i in range(BUDGETS[budget].false_alarm_seeds)]
     rejecting = []
     for seed in seeds:
-        command = [*suites_pytest([SUITES / "sampling" / "test_target_distribution.py"], cache=False), "-q"]
-        command += ["--harness-budget=smoke", "--decoder=mtp", f"--model={model}", f"--device={device}"]
-        command += [f"--dtype={dtype}", f"--harness-seed={seed}"]
+        command = [*suites_pytest([SUITES_DIR / "sampling" / "test_target_distribution.py"], cache=False), "-q"]
+        options = RunOptions(decoder="mtp", model=model, device=device, dtype=dtype, budget="smoke", seed=seed)
+        command += pytest_arguments(options)
         command += ["-n", str(workers), "--dist", "loadgroup"] if workers > 1 else []
         print("mtp-harness nightly: false-alarm run:", shlex.join(command), flush=True)
         code = wait_through_ctrl_c(subprocess.Popen(command, stdout=subprocess.DEVNULL))

@@ -13,7 +13,7 @@ PACKAGE_DIR = Path(__file__).resolve().parents[1]  # the harness package
 INSTALLED = (PACKAGE_DIR / "suites").is_dir()  # a wheel: the suites are the package's own data
 DATA_ROOT = PACKAGE_DIR if INSTALLED else PACKAGE_DIR.parent  # the folder holding suites/ and fixtures/
 REPO_ROOT: Path | None = None if INSTALLED else PACKAGE_DIR.parent  # the clone, where there is one
-SUITES = DATA_ROOT / "suites"
+SUITES_DIR = DATA_ROOT / "suites"
 FIXTURES = DATA_ROOT / "fixtures"
 FIXTURE_MODELS = FIXTURES / "models"
 GOLDEN = FIXTURES / "golden"
@@ -30,8 +30,8 @@ def suite_of(nodeid: str) -> str:
     """The suite a test belongs to: its directory under suites/ (greedy, sampling, ...), else its top directory."""
     parts = nodeid.split("::")[0].split("/")
     folders = parts[:-2]  # a suite is a folder under suites/ that holds the test file
-    if SUITES.name in folders:
-        last = len(folders) - 1 - folders[::-1].index(SUITES.name)
+    if SUITES_DIR.name in folders:
+        last = len(folders) - 1 - folders[::-1].index(SUITES_DIR.name)
         return parts[last + 1]
     return parts[0]
 

@@ -1,4 +1,4 @@
-"""The records of a run, as results.json holds them (schema 1): one definition per record kind, shared by
+"""The records of a run, as results.json holds them (schema 2): one definition per record kind, shared by
 the suites that write them and by the recorder, triage, reproducers and report that read them.
 
 A test attaches a record to its case with `attach_record(record_property, kind, record)`; the recorder
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
     from harness.contract.decoder import DecodeRequest, VerifyStep
 
-SCHEMA = 1
+SCHEMA = 2  # 2: the run header carries the run options; configuration evidence records
 RECORD_PREFIX = "mtp_harness."  # a record's user-property name is RECORD_PREFIX + kind
 RecordKind = Literal[
     "divergence",
@@ -30,7 +30,7 @@ RecordKind = Literal[
     "conformance",
     "isolation",
     "speculation",
-    "engine_config",
+    "configuration_evidence",
     "repeat",
     "known",
     "greedy_check",
@@ -60,9 +60,9 @@ class StepRecord(TypedDict):
     emitted: list[int]
 
 
-class DivergenceRecord(TypedDict):
-    """A greedy case whose output parted from the reference (suites/conftest.py): the failing divergence,
-    or the first near-tie of a case that passed over near-ties."""
+class Divergence(TypedDict):
+    """The first place where a decoder's greedy tokens differ from the reference's (harness/checks/divergence.py
+    finds it; `describe_divergence` there says it in words)."""
 
     index: int
     expected_token: int | None
@@ -70,9 +70,15 @@ class DivergenceRecord(TypedDict):
     expected_text: str
     actual_text: str
     context_text: str
-    margin: float | None  # the precise top-2 logit margin there
+    margin: float | None  # the precise re-scoring's top-2 logit margin there
     near_tie: bool
-    token_gap: float | None  # the precise best logit minus the decoder's token's
+    token_gap: float | None  # the precise best logit minus the decoder's token's logit there
+
+
+class DivergenceRecord(Divergence):
+    """A greedy case whose output parted from the reference (suites/conftest.py): the failing divergence,
+    or the first near-tie of a case that passed over near-ties, with the case around it."""
+
     prompt_id: str
     dtype: str
     num_draft_tokens: int | None
@@ -252,7 +258,7 @@ class SpeculationRecord(TypedDict):
     speculative: list[int]
 
 
-class EngineConfigRecord(TypedDict):
+class ConfigurationEvidenceRecord(TypedDict):
     """A check under a deployed engine configuration (suites/engine/): the configuration, and the engine's own
     counters of what it did (harness/subjects/engines/configurations.py EVIDENCE), which must show it happened."""
 
@@ -273,7 +279,7 @@ class RepeatRecord(TypedDict):
 
 
 class KnownRecord(TypedDict):
-    """A failure explained by recorded findings (harness/subjects/findings.py): which ones, and why."""
+    """A failure explained by recorded findings (harness/subjects/engines/findings.py): which ones, and why."""
 
     findings: list[str]  # slugs
     explanation: str
@@ -308,7 +314,7 @@ class CaseRecord(TypedDict):
     conformance: NotRequired[ConformanceRecord]
     isolation: NotRequired[IsolationRecord]
     speculation: NotRequired[SpeculationRecord]
-    engine_config: NotRequired[EngineConfigRecord]
+    configuration_evidence: NotRequired[ConfigurationEvidenceRecord]
     repeat: NotRequired[RepeatRecord]
     known: NotRequired[KnownRecord]
     unjudged: NotRequired[UnjudgedRecord]
@@ -357,11 +363,10 @@ class RunHeader(TypedDict):
     python: str
     command: str
     workers: int
+    # the run's options (harness/contract/run_options.py RunOptions.to_record): the reference, the engine's
+    # configuration, fixes ([] : as shipped) and arguments; triage's re-run commands are written from it
+    options: dict[str, Any]
     engine: NotRequired[str]  # an out-of-process engine: which build of it ran
-    engine_fixes: NotRequired[list[str]]  # the findings whose fix it ran with (--engine-fixes); [] as shipped
-    engine_config: NotRequired[str]  # the deployed configuration its engines ran under (--engine-config)
-    reference: NotRequired[str]  # where the target-only truth came from: harness or engine (--reference)
-    engine_args: NotRequired[dict[str, Any]]  # the engine's own arguments, passed through (--engine-arg)
     finished: NotRequired[str | None]
     status: NotRequired[str]
     exit_status: NotRequired[int | None]
@@ -388,7 +393,7 @@ RECORD_TYPES: Mapping[str, type] = {
     "conformance": ConformanceRecord,
     "isolation": IsolationRecord,
     "speculation": SpeculationRecord,
-    "engine_config": EngineConfigRecord,
+    "configuration_evidence": ConfigurationEvidenceRecord,
     "repeat": RepeatRecord,
     "known": KnownRecord,
     "unjudged": UnjudgedRecord,

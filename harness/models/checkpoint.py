@@ -86,10 +86,8 @@ def open_checkpoint(directory: Path) -> SafetensorsCheckpoint:
     raise CheckpointError(f"{directory} has no {SINGLE_FILE} or {INDEX_FILE}")
 
 
-def check_checkpoint_files(directory: Path) -> None:
-    """What can be checked of a model directory without torch or transformers (a fraction of a second): the
-    safetensors files, config.json as JSON, the tensor names in an MTP layout the harness knows, the tokenizer."""
-    checkpoint = open_checkpoint(directory)
+def read_config_json(directory: Path) -> dict:
+    """A model directory's config.json as a JSON object; a CheckpointError names what is missing or malformed."""
     config_file = directory / "config.json"
     if not config_file.is_file():
         raise CheckpointError(f"{directory} has no config.json")
@@ -99,6 +97,14 @@ def check_checkpoint_files(directory: Path) -> None:
         raise CheckpointError(f"{config_file}: invalid JSON: {error}") from error
     if not isinstance(raw, dict):
         raise CheckpointError(f"{config_file}: not a JSON object")
+    return raw
+
+
+def check_checkpoint_files(directory: Path) -> None:
+    """What can be checked of a model directory without torch or transformers (a fraction of a second): the
+    safetensors files, config.json as JSON, the tensor names in an MTP layout the harness knows, the tokenizer."""
+    checkpoint = open_checkpoint(directory)
+    raw = read_config_json(directory)
     layers = raw.get("num_hidden_layers")
     if isinstance(layers, int) and not isinstance(layers, bool):  # else transformers' reading of the config decides
         detect_layout(checkpoint.tensor_names, layers)

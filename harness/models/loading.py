@@ -6,7 +6,6 @@ families (single-file or sharded safetensors). Weights are read with safetensors
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
@@ -27,7 +26,7 @@ from harness.contract.dtypes import DTYPE_NAMES
 from harness.contract.errors import CheckpointError, HarnessError
 from harness.contract.paths import resolve_model_path
 from harness.models.attention import EXACT_ATTENTION
-from harness.models.checkpoint import SafetensorsCheckpoint, check_checkpoint_files, open_checkpoint
+from harness.models.checkpoint import SafetensorsCheckpoint, check_checkpoint_files, open_checkpoint, read_config_json
 from harness.models.experts import fuse_experts
 from harness.models.gated_deltanet import has_recurrent_layers, install_gated_deltanet_forward
 from harness.models.layouts import DEEPSEEK_V3, MIMO, LayoutMatch, depth_tensor_name, detect_layout
@@ -106,8 +105,8 @@ class ModelBundle(CheckpointFacts):
 def checkpoint_is_hybrid(directory: str | Path) -> bool:
     """Whether the checkpoint's config declares linear-attention layers (read without loading the model)."""
     try:
-        config = json.loads((Path(directory) / "config.json").read_text())
-    except (OSError, json.JSONDecodeError):
+        config = read_config_json(Path(directory))
+    except CheckpointError:
         return False
     return "linear_attention" in (config.get("layer_types") or [])
 
@@ -166,13 +165,8 @@ def check_checkpoint(path: str | Path) -> None:
 
 
 def load_config(directory: Path) -> PretrainedConfig:
+    raw = read_config_json(directory)
     config_file = directory / "config.json"
-    if not config_file.is_file():
-        raise CheckpointError(f"{directory} has no config.json")
-    try:
-        raw = json.loads(config_file.read_text())
-    except json.JSONDecodeError as error:
-        raise CheckpointError(f"{config_file}: invalid JSON: {error}") from error
     model_type = raw.get("model_type")
     if model_type in _TARGET_MODEL_TYPE:
         fields = {k: v for k, v in raw.items() if k not in ("model_type", "architectures", "auto_map")}

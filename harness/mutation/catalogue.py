@@ -19,13 +19,14 @@ import time
 import xml.etree.ElementTree as ElementTree
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from harness.contract.invocation import suites_pytest
-from harness.contract.paths import SUITES, suite_of_junit
+from harness.contract.paths import SUITES_DIR, suite_of_junit
+from harness.contract.run_options import RunOptions, pytest_arguments
+from harness.contract.suites import CATALOGUE_SUITES, marker_expression
 
-CATALOGUE_SUITES = ("greedy", "invariants", "sampling")
 CORRECT_DECODER = "mtp"
 CATCH_MESSAGES = ("Failed", "AssertionError")  # junit messages of pytest.fail / assert: the suite caught it
 
@@ -56,20 +57,26 @@ NOT_ABOUT_THE_DECODER = ("suites/greedy/test_transformers_use_mtp.py",)
 
 
 def pytest_command(
-    decoder: str, suites: Sequence[str], junit: Path, options: Sequence[str], stop_at_first_catch: bool
+    decoder: str,
+    suites: Sequence[str],
+    junit: Path,
+    options: RunOptions,
+    stop_at_first_catch: bool,
+    selection: Sequence[str] = (),
 ) -> list[str]:
-    """One decoder, the suites in the order given, each stopping at its first catch (or the whole run)."""
+    """One decoder under the catalogue's options, the suites in the order given, each stopping at its first catch (or
+    the whole run); `selection`: pytest arguments that select tests (-k)."""
     return [
-        *suites_pytest((SUITES / suite for suite in suites), cache=False),
+        *suites_pytest((SUITES_DIR / suite for suite in suites), cache=False),
         "-m",
-        " or ".join(suites),
+        marker_expression(tuple(suites)),
         "-q",
-        f"--decoder={decoder}",
+        *pytest_arguments(replace(options, decoder=decoder)),
         "--harness-stop-suite-on-catch",
         *(["--harness-stop-on-catch"] if stop_at_first_catch else []),
         *(f"--deselect={path}" for path in NOT_ABOUT_THE_DECODER),
         f"--junitxml={junit}",
-        *options,
+        *selection,
     ]
 
 
@@ -103,7 +110,8 @@ def _cell(cases: list[ElementTree.Element], correct: bool) -> Cell:
 
 def suite_order(decoder: str, suites: Sequence[str]) -> list[str]:
     """The mutant's target suite first, then the others in catalogue order."""
-    from harness.subjects.mutants import MUTANT_PREFIX, TARGET_SUITE
+    from harness.subjects.mutants import TARGET_SUITE
+    from harness.subjects.registry import MUTANT_PREFIX
 
     target = TARGET_SUITE.get(decoder.removeprefix(MUTANT_PREFIX))
     return sorted(suites, key=lambda suite: (suite != target, CATALOGUE_SUITES.index(suite)))
@@ -111,19 +119,24 @@ def suite_order(decoder: str, suites: Sequence[str]) -> list[str]:
 
 def stops_at_first_catch(decoder: str, full_table: bool) -> bool:
     """Only mutants expected to be caught stop early; the correct decoder and the controls run in full."""
-    from harness.subjects.mutants import EXPECTED_VERDICT, MUTANT_PREFIX
+    from harness.subjects.mutants import EXPECTED_VERDICT
+    from harness.subjects.registry import MUTANT_PREFIX
 
     return not full_table and EXPECTED_VERDICT.get(decoder.removeprefix(MUTANT_PREFIX)) == "caught"
 
 
 def run_decoder(
-    decoder: str, suites: Sequence[str], run_dir: Path, options: Sequence[str], full_table: bool = False
+    decoder: str,
+    suites: Sequence[str],
+    run_dir: Path,
+    options: RunOptions,
+    full_table: bool = False,
+    selection: Sequence[str] = (),
 ) -> DecoderRun:
     """Run the suites on one decoder in a fresh process with one torch thread."""
     junit = run_dir / f"junit-{decoder.replace(':', '-')}.xml"
-    command = pytest_command(
-        decoder, suite_order(decoder, suites), junit, options, stops_at_first_catch(decoder, full_table)
-    )
+    stops = stops_at_first_catch(decoder, full_table)
+    command = pytest_command(decoder, suite_order(decoder, suites), junit, options, stops, selection)
     log = run_dir / f"log-{decoder.replace(':', '-')}.txt"
     environment = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     started = time.perf_counter()
@@ -137,16 +150,18 @@ def run_catalogue(
     decoders: Sequence[str],
     suites: Sequence[str],
     run_dir: Path,
-    options: Sequence[str] = (),
+    options: RunOptions,
     workers: int = 2,
     progress: Callable[[DecoderRun], None] | None = None,
     full_table: bool = False,
+    selection: Sequence[str] = (),
 ) -> list[DecoderRun]:
-    """Every decoder through every suite, `workers` processes at a time; results in the order given."""
+    """Every decoder through every suite under `options` (the decoder replaced), `workers` processes at a time;
+    results in the order given."""
     run_dir.mkdir(parents=True, exist_ok=True)
 
     def one(decoder: str) -> DecoderRun:
-        result = run_decoder(decoder, suites, run_dir, options, full_table)
+        result = run_decoder(decoder, suites, run_dir, options, full_table, selection)
         if progress is not None:
             progress(result)
         return result
@@ -160,7 +175,8 @@ def catalogue_table(
 ) -> dict:
     """The report's `mutants` section: mutant x suite, the score over mutants expected to be caught, and
     whether the correct decoder and the exact controls passed every suite."""
-    from harness.subjects.mutants import EXPECTED_VERDICT, MUTANT_PREFIX, MUTANTS
+    from harness.subjects.mutants import EXPECTED_VERDICT, MUTANTS
+    from harness.subjects.registry import MUTANT_PREFIX
 
     rows, correct = [], None
     for run in runs:

@@ -1,41 +1,44 @@
-"""The pytest side: the plugin (entry point `pytest11: mtp_harness`), the run recorder that writes
-results.json and the report, and the quiet progress of `mtp-harness run`.
+"""The pytest side: the plugin (entry point `pytest11: mtp_harness`), the run recorder that writes results.json and
+the report, and the quiet progress of `mtp-harness run`.
 
-The plugin is this package: pytest finds its hooks and fixtures as the names below. options.py declares the
-options and markers; session.py sets a session up (seed, threads, Hypothesis profile, recorder);
-collection.py selects and marks tests; cases.py handles each case's report; minimal.py shrinks failure
-groups at the end; fixtures.py holds the fixtures; recorder.py and progress.py are plugins of their own.
+This package is the plugin's switch, and all that pytest loads into every session where mtp-harness is installed: it
+registers the harness's options (options.py: every one prefixed `--harness-`) and nothing else, unless the session is
+the harness's (options.harness_session: it runs the harness's suites or passes a harness option). Then it reads and
+checks the run's options before any conftest loads (session.py), and registers the plugin's parts: session.py (seed,
+markers, threads, Hypothesis profile, recorder), collection.py (which tests run, which findings watch them), cases.py
+(each case's report), fixtures.py (the fixtures), minimal.py (failure groups shrunk at the end). known.py has the
+recorded engine findings judge their tests; recorder.py and progress.py are plugins of their own.
 
 Imports: every subpackage but harness.commands; nothing outside the pytest side imports it.
 """
 
-from harness.plugin.cases import pytest_runtest_makereport, pytest_runtest_setup
-from harness.plugin.collection import pytest_collection_modifyitems, pytest_generate_tests
-from harness.plugin.fixtures import bundle, decoder, harness_seed, prompts, require, test_seed
-from harness.plugin.minimal import pytest_sessionfinish
-from harness.plugin.options import pytest_addoption
-from harness.plugin.session import (
-    pytest_configure,
-    pytest_configure_node,
-    pytest_load_initial_conftests,
-    pytest_report_header,
-)
+from __future__ import annotations
 
-__all__ = [
-    "bundle",
-    "decoder",
-    "harness_seed",
-    "prompts",
-    "pytest_addoption",
-    "pytest_collection_modifyitems",
-    "pytest_configure",
-    "pytest_configure_node",
-    "pytest_generate_tests",
-    "pytest_load_initial_conftests",
-    "pytest_report_header",
-    "pytest_runtest_makereport",
-    "pytest_runtest_setup",
-    "pytest_sessionfinish",
-    "require",
-    "test_seed",
-]
+import pytest
+
+from harness.plugin.options import harness_session, pytest_addoption
+
+ACTIVE = pytest.StashKey[bool]()
+
+__all__ = ["pytest_addoption", "pytest_configure", "pytest_load_initial_conftests"]
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config, args: list[str]) -> None:
+    """In a harness session, the run's options are read and checked here, before pytest loads the suites' conftest
+    files (harness/subjects/run_options.py): bad input stops as one line with exit status 2."""
+    early_config.stash[ACTIVE] = harness_session(early_config)
+    if early_config.stash[ACTIVE] and not getattr(early_config.known_args_namespace, "help", False):
+        from harness.plugin.session import read_options
+
+        read_options(early_config)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """In a harness session, the plugin's parts join the session (their own pytest_configure runs as they join)."""
+    if not config.stash.get(ACTIVE, False) or config.getoption("help", False):
+        return
+    from harness.plugin import cases, collection, fixtures, minimal, session
+
+    for part in (session, collection, cases, fixtures, minimal):
+        config.pluginmanager.register(part, f"mtp_harness_{part.__name__.rsplit('.', 1)[-1]}")

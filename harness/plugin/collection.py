@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from harness.plugin.known import watch
+from harness.plugin.session import run_options
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -25,5 +26,5 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "prompt" in metafunc.fixturenames:
         from harness.models.prompts import load_prompts
 
-        prompts = load_prompts(metafunc.config.getoption("--prompts"))
+        prompts = load_prompts(run_options(metafunc.config).prompts)
         metafunc.parametrize("prompt", prompts, ids=[p.id for p in prompts])

@@ -1,5 +1,6 @@
-"""The fixtures the suites use: the session seed and each test's seed, the model under test (loaded once per
-session), the decoder under test, `require` (skip what the decoder declares it cannot serve) and the prompts."""
+"""The fixtures the suites use: the run's options, the session seed and each test's seed, the model under test (loaded
+once per session), the decoder under test, `require` (skip what the decoder declares it cannot serve) and the
+prompts."""
 
 from __future__ import annotations
 
@@ -8,11 +9,9 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from harness.contract.run_options import Reference, RunOptions
 from harness.contract.seeds import derive_seed
-from harness.plugin.known import ENGINE_ARGS, ENGINE_CONFIG, ENGINE_FIXES, REFERENCE
-from harness.plugin.options import resolved_dtype
-from harness.plugin.session import SEED
-from harness.subjects.engines.supported import ENGINE_REFERENCE
+from harness.plugin.session import run_options as options_of
 
 if TYPE_CHECKING:  # torch and transformers load lazily: a plain `pytest --help` stays fast
     from harness.contract.decoder import Decoder
@@ -21,9 +20,15 @@ if TYPE_CHECKING:  # torch and transformers load lazily: a plain `pytest --help`
 
 
 @pytest.fixture(scope="session")
-def harness_seed(pytestconfig: pytest.Config) -> int:
+def run_options(pytestconfig: pytest.Config) -> RunOptions:
+    """The run's options (harness/contract/run_options.py), read once, with the session seed resolved."""
+    return options_of(pytestconfig)
+
+
+@pytest.fixture(scope="session")
+def harness_seed(run_options: RunOptions) -> int:
     """The session seed (printed in the report header)."""
-    return pytestconfig.stash[SEED]
+    return int(run_options.seed)
 
 
 @pytest.fixture
@@ -33,32 +38,26 @@ def test_seed(request: pytest.FixtureRequest, harness_seed: int) -> int:
 
 
 @pytest.fixture(scope="session")
-def bundle(pytestconfig: pytest.Config) -> ModelBundle:
-    """The model under test (--model, --device, --dtype), loaded once per session; under --reference engine its
-    card (config and tokenizer, no weights: harness/models/card.py)."""
-    model, device, dtype = (
-        pytestconfig.getoption("--model"),
-        pytestconfig.getoption("--device"),
-        resolved_dtype(pytestconfig),
-    )
-    if pytestconfig.stash[REFERENCE] == ENGINE_REFERENCE:
+def bundle(run_options: RunOptions) -> ModelBundle:
+    """The model under test (--harness-model, --harness-device, --harness-dtype), loaded once per session; under
+    --harness-reference engine its card (config and tokenizer, no weights: harness/models/card.py)."""
+    if run_options.reference is Reference.ENGINE:
         from harness.models.card import card_for
 
-        return card_for(model, device, dtype)  # type: ignore[return-value] - stands for the bundle without weights
+        # stands for the bundle without weights
+        return card_for(run_options.model, run_options.device, run_options.dtype)  # type: ignore[return-value]
     from harness.models.loading import bundle_for
 
-    return bundle_for(model, device, dtype)
+    return bundle_for(run_options.model, run_options.device, run_options.dtype)
 
 
 @pytest.fixture(scope="session")
-def decoder(pytestconfig: pytest.Config, bundle: ModelBundle) -> Iterator[Decoder]:
-    """The decoder under test (--decoder), built once per session for the model under test."""
+def decoder(run_options: RunOptions, bundle: ModelBundle) -> Iterator[Decoder]:
+    """The decoder under test (--harness-decoder), built once per session for the model under test, under the run's
+    engine options."""
     from harness.subjects.registry import make_decoder
 
-    stash = pytestconfig.stash
-    decoder = make_decoder(
-        pytestconfig.getoption("--decoder"), bundle, stash[ENGINE_FIXES], stash[ENGINE_CONFIG], stash[ENGINE_ARGS]
-    )
+    decoder = make_decoder(run_options.decoder, bundle, run_options.engine)
     yield decoder
     close = getattr(decoder, "close", None)
     if close is not None:
@@ -80,8 +79,8 @@ def require(decoder: Decoder) -> Callable[..., None]:
 
 
 @pytest.fixture(scope="session")
-def prompts(pytestconfig: pytest.Config) -> list[Prompt]:
-    """The prompt fixtures (--prompts)."""
+def prompts(run_options: RunOptions) -> list[Prompt]:
+    """The prompt fixtures (--harness-prompts)."""
     from harness.models.prompts import load_prompts
 
-    return load_prompts(pytestconfig.getoption("--prompts"))
+    return load_prompts(run_options.prompts)

@@ -1,6 +1,6 @@
 """Known engine bugs, kept visible and unable to hide a new one.
 
-At collection, a test that a recorded finding of the engine under test makes fail (harness/subjects/findings.py)
+At collection, a test that a recorded finding of the engine under test makes fail (harness/subjects/engines/findings.py)
 is watched by that finding; a finding whose fix the engine runs with (--engine-fixes) watches nothing. When a
 watched test's call fails, the findings' signatures judge the failure from its records and message:
 - explained by one or more: an expected failure (xfailed), whose failure message and records are kept and whose
@@ -22,32 +22,30 @@ import pytest
 
 from harness.contract.paths import resolve_model_path
 from harness.contract.records import RECORD_PREFIX, KnownRecord, attach_record
-from harness.subjects.engines.supported import engine_of_decoder
-from harness.subjects.findings import FailedCase, Finding, explaining, known_failures, suite_relative
+from harness.plugin.session import run_options
+from harness.subjects.engines.environments import flavour_of
+from harness.subjects.engines.findings import FailedCase, Finding, explaining, known_failures, suite_relative
+from harness.subjects.engines.registry import engine_of_decoder
 
 if TYPE_CHECKING:
     from harness.models.loading import ModelBundle
 
 WATCHED = pytest.StashKey[tuple[Finding, ...]]()
 MAY_FAIL = pytest.StashKey[bool]()  # every watching finding fails it only when its random draws reach the bug
-ENGINE_FIXES = pytest.StashKey[tuple[str, ...]]()
-ENGINE_CONFIG = pytest.StashKey[str]()
-REFERENCE = pytest.StashKey[str]()  # --reference: harness or engine
-ENGINE_ARGS = pytest.StashKey[dict]()  # --engine-arg NAME=VALUE: the engine's own arguments
 
 
 def watch(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Stash on each item the findings that make it fail for this decoder, engine version and model."""
-    decoder = config.getoption("--decoder")
-    engine = engine_of_decoder(decoder)
+    options = run_options(config)
+    engine = engine_of_decoder(options.decoder)
     if engine is None or not engine.findings:
         return
-    flavour = "cuda" if str(config.getoption("--device")).startswith("cuda") else "cpu"
+    flavour = flavour_of(options.device)
     version = engine.environment.installed_version(flavour)
-    model = resolve_model_path(config.getoption("--model")).name
-    fixed = frozenset(config.stash.get(ENGINE_FIXES, ()))
+    model = resolve_model_path(options.model).name
+    fixed = frozenset(options.engine.fixes)
     for item in items:
-        found = known_failures(engine.findings, decoder, version, flavour, model, item.nodeid, fixed)
+        found = known_failures(engine.findings, options.decoder, version, flavour, model, item.nodeid, fixed)
         if found:
             item.stash[WATCHED] = tuple(found)
             test_id = suite_relative(item.nodeid)
@@ -68,7 +66,7 @@ def judge(item: pytest.Item, call: pytest.CallInfo, report: pytest.TestReport) -
         report.outcome = "failed"
         report.longrepr = (
             f"[XPASS(strict)] watched by {slugs}, yet it passed: the engine no longer shows the bug here. Remove the "
-            "test from the finding's `failing` list (harness/subjects/engines/<engine>_findings.py)."
+            "test from the finding's `failing` list (harness/subjects/engines/<engine>/findings.py)."
         )
         return
     from harness.subjects.engines.process import EngineUnavailable  # imports torch: only once a watched test failed
@@ -116,6 +114,6 @@ def attached_records(report: pytest.TestReport) -> dict[str, object]:
 
 def model_under_test(config: pytest.Config) -> ModelBundle:
     from harness.models.loading import bundle_for
-    from harness.plugin.options import resolved_dtype
 
-    return bundle_for(config.getoption("--model"), config.getoption("--device"), resolved_dtype(config))
+    options = run_options(config)
+    return bundle_for(options.model, options.device, options.dtype)

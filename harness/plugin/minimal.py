@@ -1,5 +1,6 @@
 """At session end, before the report is written: each failure group's smallest case shrunk to a minimal one
-on the run's own decoder (harness/triage/minimal_cases.py), within --harness-shrink-seconds."""
+on the run's own decoder, under the run's own options (engine configuration, fixes and arguments included;
+harness/triage/minimal_cases.py), within --harness-shrink-seconds."""
 
 from __future__ import annotations
 
@@ -7,9 +8,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from harness.plugin.known import ENGINE_ARGS, ENGINE_FIXES, REFERENCE
-from harness.plugin.options import resolved_dtype
-from harness.subjects.engines.supported import ENGINE_REFERENCE
+from harness.contract.run_options import Reference
+from harness.plugin.session import run_options
 
 if TYPE_CHECKING:
     from harness.contract.decoder import Decoder
@@ -22,11 +22,12 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     config = session.config
     recorder = config.pluginmanager.get_plugin("mtp_harness_recorder")
     budget = float(config.getoption("--harness-shrink-seconds"))
-    if recorder is None or budget <= 0 or config.stash[REFERENCE] == ENGINE_REFERENCE:
+    options = run_options(config)
+    if recorder is None or budget <= 0 or options.reference is Reference.ENGINE:
         return  # shrinking re-decodes target-only on the harness's copy: none under --reference engine
     from functools import cache
 
-    from harness.triage.minimal_cases import GreedyOracle, InvariantOracle, Oracle, minimal_cases
+    from harness.triage.minimal_cases import ORACLES, Oracle, minimal_cases
 
     cases = recorder.finished_cases()
     groups = recorder.end()
@@ -38,16 +39,12 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         from harness.models.loading import bundle_for
         from harness.subjects.registry import make_decoder
 
-        model, device = config.getoption("--model"), config.getoption("--device")
-        bundle = bundle_for(model, device, resolved_dtype(config))
-        decoder = make_decoder(
-            config.getoption("--decoder"), bundle, config.stash[ENGINE_FIXES], engine_args=config.stash[ENGINE_ARGS]
-        )
-        return decoder, bundle
+        bundle = bundle_for(options.model, options.device, options.dtype)
+        return make_decoder(options.decoder, bundle, options.engine), bundle
 
     @cache
     def oracle_for(kind: str) -> Oracle:
-        return {"greedy": GreedyOracle, "invariants": InvariantOracle}[kind](*decoder_and_bundle())
+        return ORACLES[kind](*decoder_and_bundle())
 
     try:
         recorder.minimal = minimal_cases(groups, {case["nodeid"]: case for case in cases}, oracle_for, budget)

@@ -30,9 +30,10 @@ from harness.contract.records import (
     Results,
     RunHeader,
 )
-from harness.plugin.known import ENGINE_ARGS, ENGINE_CONFIG, ENGINE_FIXES, REFERENCE
+from harness.contract.run_options import RunOptions, pytest_arguments, without_run_options
 from harness.report.run_header import run_header
-from harness.subjects.engines.supported import engine_of_decoder
+from harness.subjects.engines.environments import flavour_of
+from harness.subjects.engines.registry import engine_of_decoder
 from harness.triage.groups import failure_groups, known_groups
 
 PARTIAL_EVERY_S = 20.0
@@ -60,9 +61,9 @@ def write_reproducers(results: Results, run_dir: Path) -> None:
         if not minimal.get("reproduced"):
             continue
         name = f"repro-group-{group['group']}.py"
-        if engine is not None and engine.reproducer is not None and "engine_config" in minimal:
+        if engine is not None and engine.reproducer is not None and "server_config" in minimal:
             script = engine.reproducer(group, run, name)
-            python = engine.environment.python("cuda" if str(run["device"]).startswith("cuda") else "cpu")
+            python = engine.environment.python(flavour_of(run["device"]))
             group["reproducer_command"] = shlex.join([str(python), name])
             group["reproducer_about"] = (
                 f"uses {engine.environment.name} alone, no harness import: it compares {engine.environment.name}'s "
@@ -219,20 +220,17 @@ class RunRecorder:
 REPORT_PATH = pytest.StashKey[Path]()
 
 
-def pytest_run_header(config: pytest.Config, seed: int, dtype: str, model: Path, run_id: str) -> RunHeader:
-    """The header of a pytest run; its command replays the run with its session seed."""
-    args = [str(a) for a in config.invocation_params.args if not str(a).startswith("--harness-seed")]
-    command = shlex.join([sys.executable, "-m", "pytest", *args, f"--harness-seed={seed}"])
+def pytest_run_header(config: pytest.Config, options: RunOptions, run_id: str) -> RunHeader:
+    """The header of a pytest run: its options, and the command that replays it (its test selection with the
+    options written back, harness/contract/run_options.py pytest_arguments)."""
+    selection = without_run_options([str(a) for a in config.invocation_params.args])
+    command = shlex.join([sys.executable, "-m", "pytest", *selection, *pytest_arguments(options)])
     workers = int(getattr(config.option, "numprocesses", 0) or 0)
-    decoder, device = config.getoption("--decoder"), config.getoption("--device")
-    header = run_header(run_id, decoder, model, device, dtype, seed, command, workers)
-    engine = engine_of_decoder(decoder)
+    header = run_header(run_id, options, command, workers)
+    engine = engine_of_decoder(options.decoder)
     if engine is not None:  # an out-of-process engine: which build of it ran
-        flavour = "cuda" if str(device).startswith("cuda") else "cpu"
-        version = engine.environment.installed_version(flavour) or "not installed"
-        header["engine"] = f"{engine.environment.name} {version} ({flavour})"
-        header["engine_fixes"] = list(config.stash[ENGINE_FIXES])  # [] : the engine as shipped
-        header["engine_config"] = config.stash[ENGINE_CONFIG]  # the deployed configuration every engine ran under
-        header["engine_args"] = config.stash[ENGINE_ARGS]  # the engine's own arguments, passed through (--engine-arg)
-    header["reference"] = config.stash[REFERENCE]  # where the target-only truth came from (--reference)
+        flavour = flavour_of(options.device)
+        header["engine"] = (
+            f"{engine.name} {engine.environment.installed_version(flavour) or 'not installed'} ({flavour})"
+        )
     return header

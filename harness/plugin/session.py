@@ -1,6 +1,7 @@
-"""A pytest session's set-up: the session seed (printed in the report header, handed to pytest-xdist
-workers, replayable with --harness-seed=last), one torch thread per xdist worker, the Hypothesis profile of
-the budget, the run recorder when a report is asked for, and the dtype a run resolves to."""
+"""A harness session's set-up: the run's options read and checked once (harness/subjects/run_options.py) and kept
+on the config (`run_options(config)`), the session seed (printed in the report header, handed to pytest-xdist
+workers, replayable with --harness-seed=last), one torch thread per xdist worker, the suites' markers, the Hypothesis
+profile of the budget, and the run recorder when a report is asked for."""
 
 from __future__ import annotations
 
@@ -16,36 +17,44 @@ from hypothesis import settings
 from harness.contract.budget import BUDGETS
 from harness.contract.errors import HarnessError
 from harness.contract.paths import resolve_model_path
-from harness.plugin.known import ENGINE_ARGS, ENGINE_CONFIG, ENGINE_FIXES, REFERENCE
-from harness.plugin.options import MARKERS, resolved_dtype
-from harness.subjects.door import check_run_options, check_seed
-from harness.subjects.engines.supported import (
-    ENGINE_REFERENCE,
-    engine_arguments,
-    engine_configuration,
-    engine_fixes,
-    reference_option,
-)
+from harness.contract.run_options import Reference, RunOptions
+from harness.contract.suites import OTHER_MARKERS, SUITES
 
 USAGE_ERROR = 2  # the exit status of options that cannot work, as `mtp-harness run` and argparse give it
-
 SEED_CACHE_KEY = "mtp_harness/seed"
+RUN_OPTIONS = pytest.StashKey[RunOptions]()
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_load_initial_conftests(early_config: pytest.Config, args: list[str]) -> None:
-    """Bad input stops here, as one line, before any test runs (harness/subjects/door.py): before pytest loads the
-    suites' conftest files, which import torch and the harness (seconds). xdist workers check the same options
-    again (they pass there: the controller checked them first); PYTEST_XDIST_WORKER cannot tell a worker apart, as
-    a pytest run that a test starts inherits it."""
-    options = early_config.known_args_namespace
-    if getattr(options, "help", False):
-        return
+def read_options(config: pytest.Config) -> None:
+    """Bad input stops here, as one line, before any test runs: called before pytest loads the suites' conftest files,
+    which import torch and the harness (seconds). xdist workers read the same options again (they pass there: the
+    controller checked them first)."""
+    from harness.subjects.run_options import read_run_options
+
+    options = config.known_args_namespace
     try:
-        check_run_options(options.decoder, options.model, str(options.device), options.dtype, options.reference)
+        config.stash[RUN_OPTIONS] = read_run_options(
+            decoder=options.harness_decoder,
+            model=options.harness_model,
+            device=str(options.harness_device),
+            dtype=options.harness_dtype,
+            budget=options.harness_budget,
+            seed=options.harness_seed,
+            reference=options.harness_reference,
+            engine_config=options.harness_engine_config,
+            engine_fixes=options.harness_engine_fixes,
+            engine_args=options.harness_engine_arg,
+            prompts=options.harness_prompts,
+            sampling_tv=options.harness_sampling_tv,
+        )
     except HarnessError as error:  # pytest.exit is not caught while pytest parses its command line
         sys.stderr.write(f"mtp-harness: {error}\n")
         raise SystemExit(USAGE_ERROR) from None
+
+
+def run_options(config: pytest.Config) -> RunOptions:
+    """The session's options, with its seed resolved."""
+    return config.stash[RUN_OPTIONS]
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -57,42 +66,35 @@ def pytest_configure(config: pytest.Config) -> None:
         torch.set_num_threads(1)
         os.environ.setdefault("OMP_NUM_THREADS", "1")
         os.environ.setdefault("MKL_NUM_THREADS", "1")
-    for name, description in MARKERS.items():
+    for suite in SUITES:
+        config.addinivalue_line("markers", f"{suite.name}: {suite.what}")
+    for name, description in OTHER_MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {description}")
     try:
-        config.stash[SEED] = _session_seed(config)
-        decoder = config.getoption("--decoder")
-        config.stash[ENGINE_FIXES] = engine_fixes(decoder, config.getoption("--engine-fixes"))
-        config.stash[ENGINE_CONFIG] = engine_configuration(decoder, config.getoption("--engine-config"))
-        config.stash[REFERENCE] = reference_option(decoder, config.getoption("--reference"))
-        config.stash[ENGINE_ARGS] = engine_arguments(decoder, config.getoption("--engine-arg"))
+        config.stash[RUN_OPTIONS] = config.stash[RUN_OPTIONS].with_seed(_session_seed(config))
     except HarnessError as error:
         pytest.exit(f"mtp-harness: {error}", returncode=USAGE_ERROR)
-    if config.stash[REFERENCE] == ENGINE_REFERENCE:  # the engine process alone reads the checkpoint's weights
+    options = config.stash[RUN_OPTIONS]
+    if options.reference is Reference.ENGINE:  # the engine process alone reads the checkpoint's weights
         from harness.models.weights_guard import forbid_weight_files
 
         forbid_weight_files("under --reference engine the engine process alone reads the checkpoint's weights")
-    budget = BUDGETS[config.getoption("--harness-budget")]
-    settings.load_profile(os.environ.get("MTP_HARNESS_HYPOTHESIS_PROFILE", budget.hypothesis_profile))
+    settings.load_profile(os.environ.get("MTP_HARNESS_HYPOTHESIS_PROFILE", BUDGETS[options.budget].hypothesis_profile))
     report = config.getoption("--harness-report")
     if report and getattr(config, "workerinput", None) is None:
         stop_on_sigterm()
         from harness.plugin.recorder import RunRecorder, pytest_run_header, run_directory
 
         run_dir = run_directory(report)
-        model = resolve_model_path(config.getoption("--model"))
-        header = pytest_run_header(config, config.stash[SEED], resolved_dtype(config), model, run_dir.name)
+        header = pytest_run_header(config, options, run_dir.name)
         config.pluginmanager.register(RunRecorder(config, run_dir, header), "mtp_harness_recorder")
-
-
-SEED = pytest.StashKey[int]()
 
 
 def _session_seed(config: pytest.Config) -> int:
     workerinput = getattr(config, "workerinput", None)
     if workerinput is not None and "mtp_harness_seed" in workerinput:
         return int(workerinput["mtp_harness_seed"])
-    value = config.getoption("--harness-seed")
+    value = config.stash[RUN_OPTIONS].seed
     if value == "random":
         seed = random.SystemRandom().randrange(2**32)
     elif value == "last":
@@ -102,7 +104,6 @@ def _session_seed(config: pytest.Config) -> int:
             raise HarnessError("--harness-seed last: no previous seed recorded in the pytest cache")
         seed = int(cached)
     else:
-        check_seed(value)  # an integer, or a usage error naming the option
         seed = int(value)
     if getattr(config, "cache", None) is not None:
         config.cache.set(SEED_CACHE_KEY, seed)
@@ -112,14 +113,15 @@ def _session_seed(config: pytest.Config) -> int:
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node) -> None:  # noqa: ANN001 - xdist WorkerController
     """pytest-xdist: every worker uses the controller's session seed."""
-    node.workerinput["mtp_harness_seed"] = node.config.stash[SEED]
+    node.workerinput["mtp_harness_seed"] = run_options(node.config).seed
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
+    options = run_options(config)
     return [
-        f"mtp-harness: session seed {config.stash[SEED]} (replay: --harness-seed={config.stash[SEED]}), "
-        f"decoder {config.getoption('--decoder')}, model {resolve_model_path(config.getoption('--model'))}, "
-        f"device {config.getoption('--device')}, dtype {resolved_dtype(config)}, reference {config.stash[REFERENCE]}"
+        f"mtp-harness: session seed {options.seed} (replay: --harness-seed={options.seed}), "
+        f"decoder {options.decoder}, model {resolve_model_path(options.model)}, "
+        f"device {options.device}, dtype {options.dtype}, reference {options.reference}"
     ]
 
 

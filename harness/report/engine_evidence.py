@@ -1,12 +1,12 @@
 """The engine suite's evidence as text: the counters a check's deployed configuration requires, with their values
-(an `engine_config` record, harness/contract/records.py), for the HTML report and the markdown summary alike."""
+(a `configuration_evidence` record, harness/contract/records.py), for the HTML report and the markdown summary alike."""
 
 from __future__ import annotations
 
-from harness.contract.records import EngineConfigRecord
+from harness.contract.records import ConfigurationEvidenceRecord
 
 
-def required_counters(record: EngineConfigRecord, mark_missing: bool = False) -> str:
+def required_counters(record: ConfigurationEvidenceRecord, mark_missing: bool = False) -> str:
     """'name value, ...' of the counters the configuration requires ("none required" where it needs none); with
     mark_missing, a counter that stayed 0 says so."""
     counters = record["evidence"]

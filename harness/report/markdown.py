@@ -14,6 +14,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from harness.contract.records import Results
+from harness.contract.run_options import DEFAULT_CONFIGURATION, Reference, RunOptions
 from harness.report.coverage import greedy_coverage
 from harness.report.engine_evidence import required_counters
 
@@ -62,13 +63,14 @@ def counts_table(runs: Sequence[Results]) -> str:
         for case in results["cases"]:
             by_suite.setdefault(case["suite"], Counter())[case["outcome"]] += 1
         engine = run.get("engine", "")
-        if run.get("engine_fixes"):  # the slugs are in the provenance line's command (--engine-fixes)
-            engine += f", beneath {len(run['engine_fixes'])} findings' fixes"
-        elif "engine_fixes" in run:
+        options = RunOptions.from_record(run.get("options") or {})
+        if engine and options.engine.fixes:  # the slugs are in the provenance line's command (--engine-fixes)
+            engine += f", beneath {len(options.engine.fixes)} findings' fixes"
+        elif engine:
             engine += ", as shipped"
-        if run.get("engine_config", "default") != "default":
-            engine += f", configuration {run['engine_config']}"
-        if run.get("reference") == "engine":
+        if options.engine.configuration != DEFAULT_CONFIGURATION:
+            engine += f", configuration {options.engine.configuration}"
+        if options.reference is Reference.ENGINE:
             engine += ", its own reference"
         for suite, counts in sorted(by_suite.items()):
             model = Path(str(run["model"])).name
@@ -101,7 +103,7 @@ def engine_configs_table(runs: Sequence[Results]) -> str | None:
     for results in runs:
         model = Path(str(results["run"]["model"])).name
         for case in results["cases"]:
-            record = case.get("engine_config")
+            record = case.get("configuration_evidence")
             if not record:
                 continue
             name = case["case"].split("::")[-1].removeprefix("test_")

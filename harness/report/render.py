@@ -155,7 +155,7 @@ def _page(results: Results) -> dict[str, Any]:
         "coverage": _greedy_coverage(cases),
         "sampling": _sampling_section(cases),
         "invariants": _invariants_section(cases),
-        "engine_configs": _engine_config_section(cases),
+        "engine_configs": _configuration_evidence_section(cases),
         "acceptance": _acceptance_section(results.get("acceptance")),
         "mutants": _mutants_section(results.get("mutants")),
         "false_alarms": results.get("false_alarms"),
@@ -479,12 +479,12 @@ def _invariants_section(cases: list[CaseRecord]) -> dict[str, Any] | None:
     }
 
 
-def _engine_config_section(cases: list[CaseRecord]) -> Markup | None:
+def _configuration_evidence_section(cases: list[CaseRecord]) -> Markup | None:
     """The engine suite's checks: each one's deployed configuration and the engine's own counters that show it
     happened (a counter it requires and that stayed 0 is marked)."""
     rows = []
     for case in cases:
-        record = case.get("engine_config")
+        record = case.get("configuration_evidence")
         if not record:
             continue
         counters = record["evidence"]

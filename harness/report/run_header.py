@@ -5,10 +5,10 @@ from __future__ import annotations
 import platform
 import subprocess
 from datetime import UTC, datetime
-from pathlib import Path
 
-from harness.contract.paths import REPO_ROOT
+from harness.contract.paths import REPO_ROOT, resolve_model_path
 from harness.contract.records import RunHeader
+from harness.contract.run_options import RunOptions
 
 
 def git_commit() -> str | None:
@@ -33,21 +33,21 @@ def harness_version() -> str:
         return "unknown"
 
 
-def run_header(
-    run_id: str, decoder: str, model: Path, device: str, dtype: str, seed: int | None, command: str, workers: int
-) -> RunHeader:
-    """Who ran what, where and with which versions; `command` replays the run."""
+def run_header(run_id: str, options: RunOptions, command: str, workers: int) -> RunHeader:
+    """Who ran what, where and with which versions: the run's options (its session seed resolved), and the command
+    that replays it."""
     import torch
     import transformers
 
     return RunHeader(
         run_id=run_id,
         started=datetime.now(UTC).isoformat(timespec="seconds"),
-        session_seed=seed,
-        decoder=decoder,
-        model=str(model),
-        device=device,
-        dtype=dtype,
+        session_seed=options.seed if isinstance(options.seed, int) else None,
+        decoder=options.decoder,
+        model=str(resolve_model_path(options.model)),
+        device=options.device,
+        dtype=options.dtype or "default",
+        options=options.to_record(),
         git_commit=git_commit(),
         mtp_harness=harness_version(),
         torch=torch.__version__,

@@ -1,7 +1,7 @@
 """The per-token terms of the whole-sequence statistics (harness/stats/sequence.py has the formulas and the tests
 built on them): the probability-ordered PIT's parts, the centred log-likelihood with its variance, and the cumulant
 table of the saddlepoint p-value. Pure torch, importing nothing else of the harness, so that an engine's own process
-computes them from the full logits it holds (harness/subjects/engines/vllm_scoring.py): vLLM's environment has torch
+computes them from the full logits it holds (harness/subjects/engines/vllm/scoring.py): vLLM's environment has torch
 and numpy, not scipy."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The mutant catalogue: the correct MTPDecoder with exactly one part replaced by a known real-world bug.
 
-Each is registered as `mutant:<name>`; the suites must fail on every one of them. The docstring of
-each replacement says which failure it models (see ../shared/REFERENCES.md section 5).
+Each is a decoder named `mutant:<name>` (harness/subjects/registry.py); the suites must fail on every one of them.
+The docstring of each replacement says which failure it models (see ../shared/REFERENCES.md section 5).
 """
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ from collections.abc import Callable
 
 import torch
 
-from harness.contract.decoder import Decoder, SamplingConfig
+from harness.contract.decoder import SamplingConfig
+from harness.contract.suites import CATALOGUE_SUITES
 from harness.decoding.acceptance import PassPlace, accepted_prefix, greedy_accept, residual, speculative_accept
 from harness.decoding.batch import BatchState, stop_at_first_eos
 from harness.decoding.mtp_decoder import CacheManager, MTPDecoder
@@ -18,7 +19,6 @@ from harness.decoding.proposer import MTPProposer
 from harness.decoding.sampling import process_logits, sample_from
 from harness.decoding.slots import KV_BLOCK, RaggedBuffer, SlotCache
 from harness.models.loading import ModelBundle
-from harness.subjects.names import MUTANT_PREFIX
 
 MUTANTS: dict[str, Callable[[ModelBundle], MTPDecoder]] = {}
 
@@ -30,14 +30,6 @@ VERDICTS = ("caught", "exact", "below-resolution")
 # The suite aimed at the part each mutant replaces (acceptance rules and draft laws: sampling; caches and
 # positions: invariants; stop rules and greedy verification: greedy): the catalogue runs it first.
 TARGET_SUITE: dict[str, str] = {}
-SUITES = ("greedy", "invariants", "sampling")
-
-
-def mutant_decoder(name: str, bundle: ModelBundle) -> Decoder:
-    """The decoder `mutant:<name>` (harness.subjects.registry looks mutants up here)."""
-    decoder = MUTANTS[name](bundle)
-    decoder.name = MUTANT_PREFIX + name
-    return decoder
 
 
 def mutant(
@@ -45,8 +37,10 @@ def mutant(
 ) -> Callable[[Callable[[ModelBundle], MTPDecoder]], Callable[[ModelBundle], MTPDecoder]]:
     """Register `build(bundle) -> MTPDecoder` as the decoder `mutant:<name>`; `targets` is the suite aimed
     at the replaced part, `expected` one of VERDICTS."""
-    if expected not in VERDICTS or targets not in SUITES:
-        raise ValueError(f"mutant {name!r}: targets in {SUITES}, expected in {VERDICTS}; got {targets}, {expected}")
+    if expected not in VERDICTS or targets not in CATALOGUE_SUITES:
+        raise ValueError(
+            f"mutant {name!r}: targets in {CATALOGUE_SUITES}, expected in {VERDICTS}; got {targets}, {expected}"
+        )
 
     def register(build: Callable[[ModelBundle], MTPDecoder]) -> Callable[[ModelBundle], MTPDecoder]:
         MUTANTS[name] = build

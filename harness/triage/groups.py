@@ -28,6 +28,7 @@ from harness.contract.records import (
     RunHeader,
     SamplingRecord,
 )
+from harness.contract.run_options import RunOptions, pytest_arguments
 
 FAILING = ("failed", "error")
 NUMBER = re.compile(r"-?\d+(\.\d+)?(e-?\d+)?")
@@ -177,15 +178,15 @@ def describe(key: tuple[str, ...]) -> str:
 
 
 def rerun_command(nodeid: str, run: RunHeader) -> str:
-    """A command that re-runs one case with the run's decoder, model, device, dtype and session seed (node
-    ids are relative to the suites' root, DATA_ROOT of harness/contract/paths.py, where suites_pytest runs them)."""
+    """A command that re-runs one case with every option of its run (decoder, model, device, dtype, budget, session
+    seed, reference, engine configuration, fixes and arguments, prompts, sampling shift: the run header's options,
+    written back by harness/contract/run_options.py pytest_arguments). Node ids are relative to the suites' root,
+    DATA_ROOT of harness/contract/paths.py, where suites_pytest runs them."""
     from harness.contract.invocation import suites_pytest
     from harness.contract.paths import DATA_ROOT
 
-    command = suites_pytest([f"{DATA_ROOT}/{nodeid}"], cache=False)
-    command += [f"--decoder={run['decoder']}", f"--model={run['model']}", f"--device={run['device']}"]
-    command += [f"--dtype={run['dtype']}"] if run.get("dtype") not in (None, "default") else []
-    command += [f"--harness-seed={run['session_seed']}"] if run.get("session_seed") is not None else []
+    options = RunOptions.from_record(run.get("options") or {})
+    command = suites_pytest([f"{DATA_ROOT}/{nodeid}"], cache=False) + pytest_arguments(options)
     return shlex.join(["python", *command[1:]])
 
 

@@ -96,9 +96,9 @@ class GreedyOracle:
             "divergence_index": first_divergence(reference, result.token_ids),
             "passes": step_records(result.steps),
         }
-        engine_config = getattr(self.decoder, "engine_config", None)  # an engine subject: its reproducer needs it
-        if engine_config is not None:
-            view["engine_config"] = engine_config(case.num_draft_tokens, case.draft_mode)
+        server_config = getattr(self.decoder, "server_config", None)  # an engine subject: its reproducer needs it
+        if server_config is not None:
+            view["server_config"] = server_config(case.num_draft_tokens, case.draft_mode)
         return view
 
 
@@ -137,6 +137,10 @@ class InvariantOracle:
             "violations": len(violations),
             "passes": step_records(result.steps),
         }
+
+
+# what a failing case's record shrinks with (case_of): a greedy divergence, or an invariant violation
+ORACLES: dict[str, Callable[[Decoder, ModelBundle], Oracle]] = {"greedy": GreedyOracle, "invariants": InvariantOracle}
 
 
 def minimal_case(oracle: Oracle, case: RequestCase, budget_s: float) -> dict[str, Any]:

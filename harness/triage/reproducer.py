@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.contract.records import GroupRecord, RunHeader
+from harness.contract.run_options import RunOptions
 
 PREAMBLE = '''"""mtp-harness reproducer: run {run_id}, failure group {group} ({count} cases; cause: CAUSE).
 Minimal case (batch of one): k = {k}, {forced_count} forced draft(s), {new_tokens} new tokens, {prompt_tokens}
@@ -23,6 +24,7 @@ import sys
 from harness.api import DecodeRequest, SamplingConfig, load_bundle
 from harness.checks.divergence import first_divergence
 from harness.checks.invariants import decode_inspected
+from harness.contract.run_options import EngineOptions
 from harness.subjects.registry import make_decoder
 
 CAUSE = {signature!r}
@@ -30,6 +32,8 @@ DECODER = {decoder!r}
 MODEL = {model!r}
 DEVICE = {device!r}
 DTYPE = {dtype!r}
+# an engine subject's deployed configuration, fixes and arguments, as the run had them
+ENGINE_OPTIONS = EngineOptions(configuration={configuration!r}, fixes={fixes!r}, arguments={arguments!r})
 REQUEST = DecodeRequest(
     prompt_ids={prompt_ids!r},
     max_new_tokens={new_tokens!r},
@@ -53,7 +57,7 @@ def main() -> int:
     parser.add_argument("--decoder", default=DECODER, help=f"decoder to run (default {{DECODER}})")
     decoder_name = parser.parse_args().decoder
     bundle = load_bundle(MODEL, device=DEVICE, dtype=DTYPE)
-    decoder = make_decoder(decoder_name, bundle)
+    decoder = make_decoder(decoder_name, bundle, ENGINE_OPTIONS if decoder_name == DECODER else None)
 '''
 
 # what main() does after building the decoder, per kind of failure
@@ -106,6 +110,7 @@ def case_fields(group: GroupRecord, run: RunHeader, filename: str) -> dict[str, 
     minimal = group["minimal"]
     case = minimal["minimal"]
     dtype = run.get("dtype")
+    engine = RunOptions.from_record(run.get("options") or {}).engine
     return {
         "run_id": str(run.get("run_id", "")).replace('"', ""),
         "group": group["group"],
@@ -128,6 +133,9 @@ def case_fields(group: GroupRecord, run: RunHeader, filename: str) -> dict[str, 
         "top_p": float(case.get("top_p", 1.0)),
         "seed": int(case.get("seed", 0)),
         "draft_mode": str(case.get("draft_mode", "greedy")),
+        "configuration": str(engine.configuration),
+        "fixes": tuple(str(slug) for slug in engine.fixes),
+        "arguments": tuple((str(name), value) for name, value in engine.arguments),
     }
 
 

@@ -26,7 +26,13 @@ from harness.contract.decoder import (
     drafter,
     drafter_depths,
 )
-from harness.contract.records import EngineConfigRecord, RepeatRecord, UnjudgedRecord, attach_record, request_record
+from harness.contract.records import (
+    ConfigurationEvidenceRecord,
+    RepeatRecord,
+    UnjudgedRecord,
+    attach_record,
+    request_record,
+)
 from harness.contract.seeds import session_shifted
 from harness.models.loading import ModelBundle
 from harness.models.prompts import Prompt
@@ -105,13 +111,13 @@ def shown(record_property: Callable[[str, object], None]) -> Callable[[Decoder],
                 f"{decoder.name} runs without {configuration.name!r} on this platform and model: the engine's "
                 f"effective {configuration.switch} setting is off ({configuration.what})"
             )
-        record = EngineConfigRecord(
+        record = ConfigurationEvidenceRecord(
             configuration=configuration.name,
             what=configuration.what,
             evidence=counters,
             required=list(configuration.evidence),
         )
-        attach_record(record_property, "engine_config", record)
+        attach_record(record_property, "configuration_evidence", record)
         missing = missing_evidence(configuration, counters)
         if missing:
             pytest.fail(

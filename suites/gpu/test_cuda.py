@@ -14,8 +14,9 @@ from dataclasses import replace
 import pytest
 import torch
 
-from harness.checks.divergence import Divergence, GreedyCheck, NearTieWarning, check_against_target
+from harness.checks.divergence import GreedyCheck, NearTieWarning, check_against_target, describe_divergence
 from harness.contract.decoder import DecodeRequest, DecodeResult, SamplingConfig
+from harness.contract.records import Divergence
 from harness.models.loading import ModelBundle, bundle_for
 from harness.models.prompts import Prompt, load_prompts
 from harness.subjects.registry import make_decoder
@@ -64,10 +65,10 @@ def fail_unless_near_ties(found: list[GreedyCheck]) -> list[Divergence]:
     """Warn for each near-tie, fail listing the divergences that are not; returns the near-ties."""
     near_ties = [divergence for check in found for divergence in check.near_ties]
     for divergence in near_ties:
-        warnings.warn(NearTieWarning(divergence.describe()), stacklevel=2)
+        warnings.warn(NearTieWarning(describe_divergence(divergence)), stacklevel=2)
     bugs = [check.failure for check in found if check.failure is not None]
     if bugs:
-        pytest.fail("\n".join(d.describe() for d in bugs), pytrace=False)
+        pytest.fail("\n".join(describe_divergence(d) for d in bugs), pytrace=False)
     return near_ties
 
 

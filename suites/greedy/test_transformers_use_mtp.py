@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import pytest
 import torch
 
-from harness.checks.divergence import NearTieWarning, check_greedy, precise_logits
+from harness.checks.divergence import NearTieWarning, check_greedy, describe_divergence, precise_logits
 from harness.contract.records import GreedyCheckRecord, attach_record
 from harness.subjects.transformers.use_mtp import TransformersMTPUnsupported, enable_transformers_mtp
 
@@ -42,9 +42,11 @@ def test_transformers_use_mtp_greedy_equals_plain_greedy(bundle, rescoring_bundl
         plain, assisted, prompt_ids, bundle.dtype, decode, precise_logits(rescoring_bundle), plain_continuation
     )
     check = GreedyCheckRecord(
-        positions=len(assisted), checked=outcome.checked, near_ties=[tie.index for tie in outcome.near_ties]
+        positions=len(assisted), checked=outcome.checked, near_ties=[tie["index"] for tie in outcome.near_ties]
     )
     attach_record(record_property, "greedy_check", check)
     for tie in outcome.near_ties:
-        warnings.warn(NearTieWarning(f"prompt {prompt.id}, use_mtp: {tie.describe()}"), stacklevel=1)
-    assert outcome.failure is None, f"prompt {prompt.id}, use_mtp against plain greedy: {outcome.failure.describe()}"
+        warnings.warn(NearTieWarning(f"prompt {prompt.id}, use_mtp: {describe_divergence(tie)}"), stacklevel=1)
+    assert outcome.failure is None, (
+        f"prompt {prompt.id}, use_mtp against plain greedy: {describe_divergence(outcome.failure)}"
+    )

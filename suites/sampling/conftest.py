@@ -23,6 +23,7 @@ from harness.checks.sampling_cases import (
 from harness.contract.budget import BUDGETS
 from harness.contract.decoder import cannot_serve
 from harness.contract.records import PositionRecord, SamplingRecord, attach_record
+from harness.contract.run_options import Reference
 from harness.decoding.slots import KV_BLOCK
 from harness.stats.multiple_testing import FAMILY_ALPHA, holm
 from harness.stats.power import POWER, ks_sample_size, min_detectable_tv, sample_size
@@ -48,15 +49,15 @@ def serves_case(decoder, case: SamplingCase) -> bool:
 
 
 class SamplingFamily:
-    def __init__(self, config, session, decoder, bundle, prompts, session_seed, scorer=None):
+    def __init__(self, config, options, session, decoder, bundle, prompts, session_seed, scorer=None):
         self.decoder, self.bundle = decoder, bundle
         self.scorer = (
             scorer  # the truth's source: None, the harness's own model; else the engine's (--reference engine)
         )
         self.session_seed = session_seed  # moves every request's seed (harness/contract/seeds.py session_shifted)
         self.prompts = {p.id: p for p in prompts}
-        budget = BUDGETS[config.getoption("--harness-budget")]
-        self.tv = config.getoption("--sampling-tv") or budget.sampling_tv
+        budget = BUDGETS[options.budget]
+        self.tv = options.sampling_tv or budget.sampling_tv
         # the PIT cases' single-position shift, scaled with --sampling-tv like the law cases' shift
         self.position_tv = budget.position_tv * self.tv / budget.sampling_tv
         # the family: the selected cases the decoder can serve (the others skip, naming what it cannot honour)
@@ -173,11 +174,11 @@ def worst_positions(result: FamilyResult) -> tuple[int, int]:
 
 
 @pytest.fixture(scope="session")
-def sampling_family(pytestconfig, request, decoder, bundle, prompts, harness_seed) -> SamplingFamily:
+def sampling_family(pytestconfig, run_options, request, decoder, bundle, prompts, harness_seed) -> SamplingFamily:
     """The session's family of sampling cases; under --reference engine its truth (the first tokens' law, the
     whole-sequence terms) is computed inside the engine without speculation (harness/checks/engine_reference.py)."""
-    scorer = request.getfixturevalue("target_reference") if pytestconfig.getoption("--reference") == "engine" else None
-    return SamplingFamily(pytestconfig, request.session, decoder, bundle, prompts, harness_seed, scorer)
+    scorer = request.getfixturevalue("target_reference") if run_options.reference is Reference.ENGINE else None
+    return SamplingFamily(pytestconfig, run_options, request.session, decoder, bundle, prompts, harness_seed, scorer)
 
 
 def describe(result: FamilyResult) -> str:

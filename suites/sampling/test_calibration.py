@@ -33,20 +33,20 @@ CALIBRATION_ALPHA = 1e-3
 
 
 @pytest.fixture
-def correct_decoder(pytestconfig, decoder):
+def correct_decoder(run_options, decoder):
     """The decoder under test when it is the harness's own; a calibration of the harness's statistics needs it."""
-    if pytestconfig.getoption("--decoder") != "mtp":
-        pytest.skip("calibrates the harness's statistics on its own decoder: runs with --decoder mtp")
+    if run_options.decoder != "mtp":
+        pytest.skip("calibrates the harness's statistics on its own decoder: runs with --harness-decoder mtp")
     return decoder
 
 
 @pytest.mark.parametrize("case_id", ["T1.0-topk50-topp0.9-k2-sample-natural-02", "T0.7-nofilter-k2-greedy-natural-02"])
 def test_p_values_are_uniform_on_the_correct_decoder(
-    pytestconfig, correct_decoder, bundle, prompts, record_property, harness_seed, case_id
+    run_options, correct_decoder, bundle, prompts, record_property, harness_seed, case_id
 ):
     case = next(c for c in case_grid() if c.id == case_id)
     prompt_ids = tuple(next(p for p in prompts if p.id == case.prompt_id).encode(bundle.tokenizer))
-    reruns = BUDGETS[pytestconfig.getoption("--harness-budget")].calibration_reruns
+    reruns = BUDGETS[run_options.budget].calibration_reruns
     chi2_p, g_p = [], []
     for replicate in range(reruns):
         shifted = type(case)(

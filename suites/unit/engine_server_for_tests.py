@@ -8,7 +8,8 @@ import time
 
 from harness.decoding.mtp_decoder import MTPDecoder
 from harness.models.loading import load_bundle
-from harness.subjects.engines.wire import PROTOCOL, parse_request, result_message
+from harness.subjects.engines.serving.server_loop import PROTOCOL
+from harness.subjects.engines.wire import parse_request, result_message
 
 
 def main() -> None:

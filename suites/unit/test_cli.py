@@ -7,26 +7,28 @@ import json
 import pytest
 
 from harness.commands.cli import build_parser, main, pytest_command
+from harness.contract.records import SCHEMA
+from harness.contract.run_options import RunOptions
 
 
 def test_run_builds_a_reproducible_pytest_command(tmp_path):
     args = build_parser().parse_args(
         ["run", "--suite", "greedy", "--decoder", "target", "--dtype", "float32", "-n", "2", "--", "-x"]
     )
-    command = pytest_command(args, tmp_path / "junit.xml")
+    command = pytest_command(args, RunOptions(decoder="target", dtype="float32"), tmp_path / "junit.xml")
     assert command[command.index("-m", 3) + 1] == "greedy"
     assert command[command.index("-c") + 1].endswith(("pyproject.toml", "suites.ini")), "the suites' own settings"
-    assert "--decoder=target" in command and "--dtype=float32" in command
+    assert "--harness-decoder=target" in command and "--harness-dtype=float32" in command
     assert command[-5:] == ["2", "--dist", "loadgroup", f"--junitxml={tmp_path / 'junit.xml'}", "-x"]
 
 
 def test_run_takes_several_suites_joined_by_commas_and_names_an_unknown_one(tmp_path, capsys):
-    args = build_parser().parse_args(["run", "--suite", "greedy,engine"])
-    command = pytest_command(args, tmp_path / "junit.xml")
+    args = build_parser().parse_args(["run", "--suite", "engine,greedy"])
+    command = pytest_command(args, RunOptions(), tmp_path / "junit.xml")
     assert command[command.index("-m", 3) + 1] == "greedy or engine"
     with pytest.raises(SystemExit):
         build_parser().parse_args(["run", "--suite", "greedy,enigne"])
-    assert "'greedy,enigne': expected all, engine, greedy" in capsys.readouterr().err
+    assert "unknown suite 'enigne'. Did you mean engine? Known: greedy, invariants" in capsys.readouterr().err
 
 
 def test_bench_reports_throughput_acceptance_and_head_cost_as_json(capsys):
@@ -43,8 +45,8 @@ def test_the_catalogue_table_scores_caught_mutants_and_requires_the_controls_to_
     from harness.mutation.catalogue import catalogue_table, format_table, run_catalogue
 
     decoders = ["mtp", "mutant:commit-heads-unverified", "mutant:no-bonus"]
-    options = ["-k", "natural_drafts_reproduce"]  # a slice of the greedy suite keeps this test short
-    runs = run_catalogue(decoders, ["greedy"], tmp_path, options, workers=2)
+    selection = ["-k", "natural_drafts_reproduce"]  # a slice of the greedy suite keeps this test short
+    runs = run_catalogue(decoders, ["greedy"], tmp_path, RunOptions(), workers=2, selection=selection)
     table = catalogue_table(runs, ["greedy"], 1.0)
     assert table["correct_decoder"] == {"greedy": "passed"} and table["correct_passes"]
     rows = {row["mutant"]: row for row in table["rows"]}
@@ -60,9 +62,9 @@ def test_the_nightly_job_runs_suites_then_catalogue_at_its_budget_and_merges_the
     from harness.report.render import write_report
 
     command = suites_command("smoke", "mtp", "tiny-mimo", "cpu", "float32", 2, tmp_path / "run")
-    assert "--harness-budget=smoke" in command and "--dtype=float32" in command
+    assert "--harness-budget=smoke" in command and "--harness-dtype=float32" in command
     assert "--harness-slow" in command, "the nightly runs the slow calibration too"
-    assert command[command.index("-m", 3) + 1] == "greedy or sampling or invariants or engine or gpu"
+    assert command[command.index("-m", 3) + 1] == "greedy or invariants or sampling or engine or gpu"
     smoke = catalogue_arguments("smoke", "tiny-mimo", "cpu", "float32", 2, tmp_path / "cat")
     assert smoke.count("--mutant") == 4 and "--full-table" not in smoke and "--budget=smoke" in smoke
     full = catalogue_arguments("full", "tiny-mimo", "cuda", "bfloat16", 2, tmp_path / "cat")
@@ -86,7 +88,7 @@ def test_the_nightly_job_runs_suites_then_catalogue_at_its_budget_and_merges_the
         "workers": 0,
     }
     write_report(
-        {"schema": 1, "run": run, "cases": [], "groups": [], "acceptance": None, "mutants": None}, tmp_path / "run"
+        {"schema": SCHEMA, "run": run, "cases": [], "groups": [], "acceptance": None, "mutants": None}, tmp_path / "run"
     )
     table = {
         "mode": "first catch",
@@ -99,7 +101,8 @@ def test_the_nightly_job_runs_suites_then_catalogue_at_its_budget_and_merges_the
         "efficiency": None,
     }
     write_report(
-        {"schema": 1, "run": run, "cases": [], "groups": [], "acceptance": None, "mutants": table}, tmp_path / "cat"
+        {"schema": SCHEMA, "run": run, "cases": [], "groups": [], "acceptance": None, "mutants": table},
+        tmp_path / "cat",
     )
     alarms = {"runs": 3, "seeds": [1, 2, 3], "rejecting": [{"seed": 2, "exit_status": 1}], "family_alpha": 1e-3}
     merge_catalogue(tmp_path / "run", tmp_path / "cat", alarms)
@@ -124,7 +127,7 @@ def test_the_nightly_counts_seeded_sampling_runs_that_reject(monkeypatch):
 
     monkeypatch.setattr(nightly.subprocess, "Popen", Finished)
     alarms = nightly.false_alarm_runs("smoke", "tiny-deepseek-v3", "cpu", "float32", 1)
-    assert alarms["runs"] == 2 and [c for c in commands if "--decoder=mtp" in c] == commands
+    assert alarms["runs"] == 2 and [c for c in commands if "--harness-decoder=mtp" in c] == commands
     assert alarms["rejecting"] == [{"seed": 20261131, "exit_status": 1}]
 
 

@@ -234,8 +234,19 @@ def test_a_user_decoder_runs_through_module_factory(deepseek, prompts, reference
 def test_unknown_decoder_names_list_the_known_ones(deepseek):
     with pytest.raises(UnknownDecoder, match=r"unknown decoder 'mpt'\. Did you mean mtp") as raised:
         make_decoder("mpt", deepseek)
-    for name in ("mtp", "target", "transformers-assisted", "transformers-mtp", "mutant:no-target-rollback"):
+    for name in (
+        "mtp",
+        "target",
+        "transformers-assisted",
+        "transformers-mtp",
+        "vllm-mtp",
+        "llamacpp-mtp",
+        "mutant:<name>",
+    ):
         assert name in str(raised.value).partition("Known: ")[2]
+    with pytest.raises(UnknownDecoder, match=r"Did you mean mutant:no-target-rollback") as raised:
+        make_decoder("mutant:no-target-rolback", deepseek)
+    assert "mutant:stale-mtp-hidden" in str(raised.value).partition("Known: ")[2], "a mutant's near miss lists them"
     with pytest.raises(UnknownDecoder, match=r"cannot import module 'no_such_engine'"):
         make_decoder("no_such_engine:factory", deepseek)
     with pytest.raises(UnknownDecoder, match=r"module 'example_decoder' has no 'missing'"):

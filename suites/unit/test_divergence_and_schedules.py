@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from harness.checks.divergence import NEAR_TIE_TOLERANCE, check_greedy, first_divergence
+from harness.checks.divergence import NEAR_TIE_TOLERANCE, check_greedy, describe_divergence, first_divergence
 from harness.checks.schedules import expected_steps, forced_drafts, scheduled_rejections
 
 
@@ -49,15 +49,15 @@ def checked(expected, actual, dtype, gaps_at=None, continuations=None, tolerance
 def test_any_divergence_fails_in_float64_and_float32():
     for dtype in (torch.float64, torch.float32):
         found = checked([1, 2, 3], [1, 4, 3], dtype, {1: logits_with(2, {4: 1e-9})})
-        assert found.failure is not None and not found.failure.near_tie and found.failure.index == 1
+        assert found.failure is not None and not found.failure["near_tie"] and found.failure["index"] == 1
         assert found.checked == 1 and found.near_ties == ()
 
 
 def test_a_bf16_divergence_to_a_token_within_the_tolerance_of_the_precise_best_is_a_near_tie():
     small = NEAR_TIE_TOLERANCE[torch.bfloat16] / 2
     found = checked([1, 2, 3], [1, 4, 5], torch.bfloat16, {1: logits_with(2, {4: small})}, {(1, 2, 1, 4): [5]})
-    assert found.failure is None and [d.index for d in found.near_ties] == [1]
-    assert found.near_ties[0].token_gap == pytest.approx(small) and found.checked == 3
+    assert found.failure is None and [d["index"] for d in found.near_ties] == [1]
+    assert found.near_ties[0]["token_gap"] == pytest.approx(small) and found.checked == 3
     assert found.reference == (1, 4, 5), "judged after the near-tie against the reference continued from it"
 
 
@@ -65,15 +65,15 @@ def test_a_bf16_divergence_to_a_token_far_from_the_best_fails_even_where_the_top
     small = NEAR_TIE_TOLERANCE[torch.bfloat16] / 2
     tied_but_not_chosen = logits_with(2, {3: small, 4: 5.0})  # 2 and 3 tie; the decoder took 4, far below
     found = checked([1, 2, 3], [1, 4, 3], torch.bfloat16, {1: tied_but_not_chosen})
-    assert found.failure is not None and found.failure.index == 1 and found.failure.margin == pytest.approx(small)
+    assert found.failure is not None and found.failure["index"] == 1 and found.failure["margin"] == pytest.approx(small)
 
 
 def test_after_a_near_tie_the_rest_of_the_output_is_still_checked():
     small = NEAR_TIE_TOLERANCE[torch.bfloat16] / 2
     gaps = {1: logits_with(2, {4: small}), 3: logits_with(6, {7: 3.0})}
     found = checked([1, 2, 3, 3], [1, 4, 5, 7], torch.bfloat16, gaps, {(1, 2, 1, 4): [5, 6]})
-    assert found.failure is not None and found.failure.index == 3, "a real divergence after the near-tie fails"
-    assert [d.index for d in found.near_ties] == [1] and found.checked == 3
+    assert found.failure is not None and found.failure["index"] == 3, "a real divergence after the near-tie fails"
+    assert [d["index"] for d in found.near_ties] == [1] and found.checked == 3
 
 
 def test_an_explicit_tolerance_judges_a_float32_cross_kernel_comparison():
@@ -83,7 +83,7 @@ def test_an_explicit_tolerance_judges_a_float32_cross_kernel_comparison():
 
 def test_the_record_names_position_tokens_text_and_margin():
     found = checked([7, 8, 9], [7, 8, 6], torch.float64, {2: logits_with(9, {6: 0.5})})
-    text = found.failure.describe()
+    text = describe_divergence(found.failure)
     assert "DIVERGENCE at generated index 2: expected token 9 ('9'), got 6 ('6')" in text
     assert "1|2|7|8" in text
 

@@ -1,6 +1,7 @@
 """Bad input stops at the door: a model that does not exist or does not load, an unknown decoder, dtype or
 device, an engine that is not installed. Each gives one line naming the option, exit status 2, before any test
-runs, from `mtp-harness run` and from plain pytest alike (harness/subjects/door.py)."""
+runs, from `mtp-harness run` and from plain pytest alike, each naming the option as that front end spells it
+(harness/subjects/run_options.py)."""
 
 from __future__ import annotations
 
@@ -49,7 +50,8 @@ def test_mtp_harness_run_stops_a_mistake_with_one_line_and_status_2(mistake, rec
 @pytest.mark.parametrize("mistake", MISTAKES)
 def test_plain_pytest_stops_a_mistake_with_one_line_and_status_2(mistake, record_property):
     options, message = MISTAKES[mistake]
-    options = [f"{option}={value}" for option, value in zip(options[::2], options[1::2], strict=True)]
+    options = [f"--harness-{option[2:]}={value}" for option, value in zip(options[::2], options[1::2], strict=True)]
+    message = message.replace("--", "--harness-", 1)
     greedy = str(DATA_ROOT / "suites" / "greedy")
     done, seconds = run([sys.executable, "-m", "pytest", greedy, *options, "-p", "no:cacheprovider", "-q"])
     record_property("seconds", f"{seconds:.1f}")
@@ -67,25 +69,27 @@ def test_a_model_directory_that_does_not_load_is_named_with_its_fault(tmp_path):
     assert done.returncode == 2 and len(lines) == 1 and "has no model.safetensors" in lines[0], lines[:5]
 
 
-def test_the_doors_decoder_names_are_the_registrys():
-    """The door checks --decoder against harness/subjects/names.py without importing a decoder; the factories
-    behind the names are the built-ins' and the mutants'."""
-    from harness.subjects.builtin import BUILTIN_DECODERS
-    from harness.subjects.mutants import MUTANTS
-    from harness.subjects.names import BUILTIN_NAMES, MUTANT_NAMES
+def test_every_decoder_name_the_door_knows_builds_a_decoder_of_that_name():
+    """The door reads the names from the registry without importing a decoder; each name builds its decoder."""
+    from harness.subjects.engines.registry import engine_decoders
+    from harness.subjects.registry import IN_PROCESS, known_decoders, mutant_names
 
-    assert sorted(BUILTIN_NAMES) == sorted(BUILTIN_DECODERS)
-    assert sorted(MUTANT_NAMES) == sorted(MUTANTS)
+    assert known_decoders() == sorted({*IN_PROCESS, *engine_decoders()})
+    from harness.subjects.mutants import MUTANTS
+
+    assert mutant_names() == sorted(f"mutant:{name}" for name in MUTANTS)
 
 
 def test_an_unknown_or_unimportable_module_factory_is_named_at_the_door():
-    from harness.subjects.door import UsageError, check_decoder
+    from harness.subjects.run_options import UsageError, check_decoder
 
     with pytest.raises(
-        UsageError, match=r"--decoder no_such_module:make: decoder 'no_such_module:make': cannot import"
+        UsageError, match=r"--harness-decoder no_such_module:make: decoder 'no_such_module:make': cannot import"
     ):
         check_decoder("no_such_module:make", "cpu")
-    with pytest.raises(UsageError, match=r"--decoder mutant:no-bonu: unknown decoder .* Did you mean mutant:no-bonus"):
+    with pytest.raises(
+        UsageError, match=r"--harness-decoder mutant:no-bonu: unknown decoder .* Did you mean mutant:no-bonus"
+    ):
         check_decoder("mutant:no-bonu", "cpu")
 
 
@@ -98,27 +102,32 @@ def test_the_plugin_loads_without_torch_so_the_door_answers_before_torch_is_impo
 
 
 def test_an_engine_that_scores_no_sequence_cannot_be_its_own_reference():
-    from harness.contract.errors import HarnessError
-    from harness.subjects.engines.supported import reference_option
+    from harness.contract.run_options import Reference
+    from harness.subjects.engines.registry import engine_of_decoder
+    from harness.subjects.run_options import UsageError, check_reference
 
-    assert reference_option("vllm-mtp", "engine") == "engine"
-    assert reference_option("llamacpp-mtp", "harness") == "harness"
-    with pytest.raises(HarnessError, match=r"decoder 'llamacpp-mtp' runs llama.cpp, which scores no sequence"):
-        reference_option("llamacpp-mtp", "engine")
+    vllm, llamacpp = engine_of_decoder("vllm-mtp"), engine_of_decoder("llamacpp-mtp")
+    assert check_reference("engine", "vllm-mtp", vllm) is Reference.ENGINE
+    assert check_reference("harness", "llamacpp-mtp", llamacpp) is Reference.HARNESS
+    with pytest.raises(UsageError, match=r"decoder 'llamacpp-mtp' runs llama.cpp, which scores no sequence"):
+        check_reference("engine", "llamacpp-mtp", llamacpp)
 
 
 def test_an_engines_own_arguments_pass_through_as_data_and_the_harness_settings_are_refused():
-    from harness.contract.errors import HarnessError
-    from harness.subjects.engines.supported import engine_arguments
+    from harness.subjects.engines.registry import engine_of_decoder
+    from harness.subjects.run_options import UsageError, check_engine_arguments
+
+    def arguments(decoder, given):
+        return check_engine_arguments(given, decoder, engine_of_decoder(decoder))
 
     given = ["quantization=fp8", "gpu_memory_utilization=0.85", "tensor_parallel_size=8", "pipeline_parallel_size=1"]
-    assert engine_arguments("vllm-mtp", given) == {
+    assert dict(arguments("vllm-mtp", given)) == {
         "quantization": "fp8",
         "gpu_memory_utilization": 0.85,
         "tensor_parallel_size": 8,
         "pipeline_parallel_size": 1,
     }
-    assert engine_arguments("mtp", []) == {}
+    assert arguments("mtp", []) == ()
     refused = {
         "vllm-mtp:dtype=float16": "the harness sets dtype itself",
         "vllm-mtp:enable_prefix_caching=true": "the harness sets enable_prefix_caching itself",
@@ -132,5 +141,5 @@ def test_an_engines_own_arguments_pass_through_as_data_and_the_harness_settings_
     }
     for given, message in refused.items():
         decoder, option = given.split(":", 1)
-        with pytest.raises(HarnessError, match=re.escape(message)):
-            engine_arguments(decoder, [option])
+        with pytest.raises(UsageError, match=re.escape(message)):
+            arguments(decoder, [option])

@@ -10,28 +10,32 @@ from dataclasses import dataclass, field
 import pytest
 
 from harness.contract.errors import HarnessError
-from harness.contract.paths import SUITES
+from harness.contract.paths import SUITES_DIR
 from harness.decoding.mtp_decoder import MTPDecoder
 from harness.subjects import registry
-from harness.subjects.engines.configurations import (
-    LLAMACPP_CONFIGURATIONS,
-    VLLM_CONFIGURATIONS,
-    EngineConfiguration,
-    missing_evidence,
-)
-from harness.subjects.engines.supported import engine_configuration
-from harness.subjects.mutants import mutant_decoder
+from harness.subjects.engines.configurations import EngineConfiguration, missing_evidence
+from harness.subjects.engines.llamacpp.configurations import CONFIGURATIONS as LLAMACPP_CONFIGURATIONS
+from harness.subjects.engines.registry import engine_of_decoder
+from harness.subjects.engines.vllm.configurations import CONFIGURATIONS as VLLM_CONFIGURATIONS
+from harness.subjects.registry import mutant_decoder
+from harness.subjects.run_options import check_engine_configuration
 
 pytest_plugins = ["pytester"]
+
+
+def engine_configuration(decoder, option):
+    return check_engine_configuration(option, decoder, engine_of_decoder(decoder))
 
 
 def test_a_configuration_is_known_to_the_engine_of_the_decoder_or_stops_at_the_door():
     assert engine_configuration("vllm-mtp", "preempt") == "preempt"
     assert engine_configuration("llamacpp-mtp", "prefix-cache") == "prefix-cache"
     assert engine_configuration("mtp", "default") == "default"
-    with pytest.raises(HarnessError, match=r"--engine-config preempt: llama.cpp has no such configuration; known: "):
+    with pytest.raises(
+        HarnessError, match=r"--harness-engine-config preempt: llama.cpp has no engine configuration 'preempt'; known: "
+    ):
         engine_configuration("llamacpp-mtp", "preempt")
-    with pytest.raises(HarnessError, match=r"--engine-config queue: decoder 'mtp' is not an engine"):
+    with pytest.raises(HarnessError, match=r"--harness-engine-config queue: decoder 'mtp' is not an engine"):
         engine_configuration("mtp", "queue")
 
 
@@ -83,12 +87,12 @@ def engine_run(pytester, monkeypatch):
     """engine_run(decoder factory, test file) -> the pytester result of that engine-suite file on tiny-mimo."""
 
     def run(factory, test_file: str):
-        monkeypatch.setitem(registry._FACTORIES, "configured-in-process", factory)
+        monkeypatch.setitem(registry.REGISTERED, "configured-in-process", factory)
         return pytester.runpytest_inprocess(
-            str(SUITES / "engine" / test_file),
-            "--decoder=configured-in-process",
-            "--model=tiny-mimo",
-            "--dtype=float64",
+            str(SUITES_DIR / "engine" / test_file),
+            "--harness-decoder=configured-in-process",
+            "--harness-model=tiny-mimo",
+            "--harness-dtype=float64",
             "-p",
             "no:cacheprovider",
             "-q",
@@ -155,18 +159,20 @@ def test_checks_with_and_without_speculation_skip_an_engine_that_does_not_specul
 
 
 def test_the_engine_suite_skips_the_harness_decoder_with_the_reason(pytester):
-    result = pytester.runpytest_inprocess(str(SUITES / "engine"), "--decoder=mtp", "-p", "no:cacheprovider", "-rs")
+    result = pytester.runpytest_inprocess(
+        str(SUITES_DIR / "engine"), "--harness-decoder=mtp", "-p", "no:cacheprovider", "-rs"
+    )
     assert result.ret == 0
     result.stdout.fnmatch_lines(["*decoder 'mtp' has no deployed engine configurations*"])
 
 
 def test_vllms_scheduler_watch_counts_what_the_scheduler_did_from_its_own_state():
-    """harness/subjects/engines/vllm_server.py SchedulerWatch on a stand-in scheduler (the attributes it reads of
+    """harness/subjects/engines/vllm/server.py SchedulerWatch on a stand-in scheduler (the attributes it reads of
     vLLM 0.32.0's Scheduler, SchedulerOutput and Request): a request that found 64 prompt tokens cached, one whose
     prefill stopped inside its prompt beside a decoding one, a preemption and a request left waiting."""
     from types import SimpleNamespace as Stub
 
-    from harness.subjects.engines.vllm_server import HARNESS_KEY, SchedulerWatch
+    from harness.subjects.engines.vllm.server import HARNESS_KEY, SchedulerWatch
 
     def request(key, prompt, computed):  # computed: after this step's scheduled tokens
         params = Stub(extra_args={HARNESS_KEY: {"key": key}})

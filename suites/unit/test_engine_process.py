@@ -115,7 +115,7 @@ def test_the_pool_closes_the_least_recently_used_engine_to_make_room(prefix_bund
 
 def test_an_engine_with_one_flavour_installs_that_flavour_by_default():
     from harness.subjects.engines.environments import default_flavour
-    from harness.subjects.engines.llamacpp_environment import LLAMACPP
+    from harness.subjects.engines.llamacpp.environment import ENVIRONMENT as LLAMACPP
 
     assert default_flavour(LLAMACPP) == "cpu"  # also on a CUDA machine: llama.cpp's wheel is its CPU build
 

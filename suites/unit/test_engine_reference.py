@@ -84,7 +84,7 @@ def test_a_near_tie_gap_from_the_engines_logprobs_is_the_logit_gap(bundle, engin
         judged = engine_reference.check(request, reference.tokens[: at + 1], actual, tolerance)
         assert (judged.failure is None) == near_tie and len(judged.near_ties) == int(near_tie)
         shown = judged.near_ties[0] if near_tie else judged.failure
-        assert shown.token_gap == pytest.approx(gap, rel=1e-9)
+        assert shown["token_gap"] == pytest.approx(gap, rel=1e-9)
         assert harness.check(request, reference.tokens[: at + 1], actual, tolerance).failure == judged.failure
 
 
@@ -93,7 +93,7 @@ def test_a_divergence_in_float32_fails_without_asking_the_engine_for_a_gap(bundl
     reference = EngineReference(engine, replace(load_card(bundle.path), dtype=torch.float32))
     request = DecodeRequest((1, 2, 3), 3)
     judged = reference.check(request, (4, 5, 6), (4, 7, 6))
-    assert judged.failure is not None and judged.failure.index == 1 and not judged.failure.near_tie
+    assert judged.failure is not None and judged.failure["index"] == 1 and not judged.failure["near_tie"]
     assert engine.scored == []
 
 

@@ -16,7 +16,7 @@ from harness.decoding.target_decoder import TargetOnlyDecoder
 from harness.models.card import load_card
 from harness.models.loading import bundle_for
 from harness.models.prompts import load_prompts
-from harness.subjects.engines.vllm_environment import VLLM
+from harness.subjects.engines.vllm.environment import ENVIRONMENT as VLLM
 from harness.subjects.registry import make_decoder
 
 pytestmark = [

@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from harness.contract.invocation import suites_pytest
-from harness.contract.paths import SUITES
+from harness.contract.paths import SUITES_DIR
 
 # Each mutant with the slice of its suite that catches it: the failure is the same in every case of a slice, so
 # a correct triage shows one to three causes however many cases fail. Forced rejections (k = 1, every
@@ -37,8 +37,8 @@ def triaged(request, tmp_path_factory):
     mutant = request.param
     suite, selection = MUTANTS[mutant]
     report = tmp_path_factory.mktemp(mutant)
-    command = [*suites_pytest([SUITES / suite], cache=False), "-m", suite, "-k", selection, "-q"]
-    command += [f"--decoder=mutant:{mutant}", f"--harness-report={report}", "--harness-shrink-seconds=90"]
+    command = [*suites_pytest([SUITES_DIR / suite], cache=False), "-m", suite, "-k", selection, "-q"]
+    command += [f"--harness-decoder=mutant:{mutant}", f"--harness-report={report}", "--harness-shrink-seconds=90"]
     done = subprocess.run(command, capture_output=True, text=True, timeout=900, env=ONE_THREAD)
     assert done.returncode == 1, f"the {suite} suite did not catch mutant:{mutant}:\n{done.stdout[-2000:]}"
     return mutant, report, json.loads((report / "results.json").read_text())
@@ -87,10 +87,12 @@ def test_the_largest_groups_reproducer_fails_on_the_mutant_and_passes_on_the_cor
 def test_the_largest_groups_rerun_command_fails_on_the_mutant_and_passes_on_the_correct_decoder(triaged):
     mutant, _, results = triaged
     command = shlex.split(results["groups"][0]["rerun"])
-    assert command[0] == "python" and f"--decoder=mutant:{mutant}" in command
+    assert command[0] == "python" and f"--harness-decoder=mutant:{mutant}" in command
     command[0] = sys.executable
     on_mutant = subprocess.run(command, capture_output=True, text=True, timeout=300, env=ONE_THREAD)
     assert on_mutant.returncode == 1, on_mutant.stdout[-2000:]
-    correct = [("--decoder=mtp" if argument.startswith("--decoder=") else argument) for argument in command]
+    correct = [
+        ("--harness-decoder=mtp" if argument.startswith("--harness-decoder=") else argument) for argument in command
+    ]
     on_correct = subprocess.run(correct, capture_output=True, text=True, timeout=300, env=ONE_THREAD)
     assert on_correct.returncode == 0, f"mutant:{mutant}: {on_correct.stdout[-2000:]}"

@@ -1,6 +1,6 @@
 """Each vLLM finding's standalone reproducer (docs/findings/<slug>.py) flips with the finding's fix: it prints
 `BUG REPRODUCED` and exits 1 on vLLM as shipped, and prints `not reproduced` and exits 0 with the fix applied
-inside the vLLM process by the mechanism --engine-fixes uses (harness/subjects/engines/vllm_fixes/, through
+inside the vLLM process by the mechanism --engine-fixes uses (harness/subjects/engines/vllm/fixes/, through
 PYTHONPATH; vLLM's files untouched). A write-up's Fix section is the fix module's code, verbatim.
 Needs the vLLM environment (`mtp-harness engine install vllm`; .ci/run installs it)."""
 
@@ -13,8 +13,9 @@ import subprocess
 import pytest
 
 from harness.contract.paths import REPO_ROOT
-from harness.subjects.engines.vllm_environment import FIXES, VLLM
-from harness.subjects.engines.vllm_findings import VLLM_FINDINGS
+from harness.subjects.engines.vllm.environment import ENVIRONMENT as VLLM
+from harness.subjects.engines.vllm.environment import FIXES
+from harness.subjects.engines.vllm.findings import FINDINGS as VLLM_FINDINGS
 
 pytestmark = [
     pytest.mark.skipif(REPO_ROOT is None, reason="the reproducers live in the clone's docs/findings/"),
@@ -53,7 +54,7 @@ def test_the_reproducer_says_reproduced_as_shipped_and_not_with_the_fix(slug, fi
 
 @pytest.mark.parametrize("finding", VLLM_FINDINGS, ids=SLUGS)
 def test_the_write_up_fix_section_is_the_fix_module(finding):
-    fix_file = FIXES / f"{finding.slug.replace('-', '_')}.py"  # vllm_fixes/sitecustomize.py fix_module
+    fix_file = FIXES / f"{finding.slug.replace('-', '_')}.py"  # fixes/sitecustomize.py fix_module
     write_up = (REPO_ROOT / finding.document).read_text()
     fix = write_up.split("## Fix", 1)[-1]
     blocks = re.findall(r"```python\n(.*?)```", fix, re.DOTALL)

@@ -3,15 +3,18 @@ watched test's failure counts as the finding only when the finding's signature e
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from harness.decoding.mtp_decoder import MTPDecoder
-from harness.subjects import registry
-from harness.subjects.engines import supported
+from harness.subjects.engines import registry
+from harness.subjects.engines.configurations import EngineConfiguration, configuration_table
+from harness.subjects.engines.engine import Engine
 from harness.subjects.engines.environments import EngineEnvironment
-from harness.subjects.engines.llamacpp_findings import LLAMACPP_FINDINGS
-from harness.subjects.engines.vllm_findings import VLLM_FINDINGS
-from harness.subjects.findings import Finding, known_failures, suite_relative
+from harness.subjects.engines.findings import Finding, known_failures, suite_relative
+from harness.subjects.engines.llamacpp.findings import FINDINGS as LLAMACPP_FINDINGS
+from harness.subjects.engines.vllm.findings import FINDINGS as VLLM_FINDINGS
 
 pytest_plugins = ["pytester"]
 
@@ -80,10 +83,18 @@ class InstalledAt(EngineEnvironment):
 
 @pytest.fixture
 def x_engine(monkeypatch):
-    """The engine `x` with FINDING, behind the decoder name x-mtp, for a pytester run in this process."""
-    engine = supported.EngineSubject(InstalledAt("x", (), "import x"), ("x-mtp",), (FINDING,))
-    monkeypatch.setitem(supported.ENGINES, "x", engine)
-    monkeypatch.setitem(registry._FACTORIES, "x-mtp", lambda bundle, device, dtype: MTPDecoder(bundle))
+    """The engine `x` with FINDING, behind the decoder name x-mtp (the harness's own decoder, in this process), for a
+    pytester run in this process."""
+    engine = Engine(
+        environment=InstalledAt("x", (), "import x"),
+        decoders={"x-mtp": True, "x": False},
+        make_decoder=lambda engine, bundle, speculative, options: MTPDecoder(bundle),
+        server=Path("x_server.py"),
+        default_dtypes={},
+        configurations=configuration_table(EngineConfiguration("default", "x as it comes")),
+        findings=(FINDING,),
+    )
+    monkeypatch.setattr(registry, "ENGINES", (*registry.ENGINES, engine))
 
 
 WATCHED_TESTS = """
@@ -106,7 +117,7 @@ def watched_run(pytester, selection, *options):
     (pytester.path / "greedy").mkdir()
     (pytester.path / "greedy" / "test_a.py").write_text(WATCHED_TESTS)
     return pytester.runpytest_inprocess(
-        "greedy", "--decoder=x-mtp", "-p", "no:cacheprovider", "-k", selection, *options
+        "greedy", "--harness-decoder=x-mtp", "-p", "no:cacheprovider", "-k", selection, *options
     )
 
 
@@ -135,7 +146,7 @@ def test_a_watched_test_that_passes_fails_as_a_strict_xpass(pytester, x_engine):
     (pytester.path / "greedy" / "test_a.py").write_text(
         "import pytest\n@pytest.mark.parametrize('p', ['p1-k2-final'])\ndef test_b(p):\n    pass\n"
     )
-    result = pytester.runpytest_inprocess("greedy", "--decoder=x-mtp", "-p", "no:cacheprovider")
+    result = pytester.runpytest_inprocess("greedy", "--harness-decoder=x-mtp", "-p", "no:cacheprovider")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*XPASS(strict)*watched by x-bug*"])
 
@@ -151,7 +162,7 @@ def test_a_watched_test_that_passes_with_part_of_its_check_not_judged_is_no_xpas
         "def test_b(p, record_property):\n"
         "    attach_record(record_property, 'unjudged', UnjudgedRecord(checks=['draft conformance'], why='no weights'))\n"
     )
-    result = pytester.runpytest_inprocess("greedy", "--decoder=x-mtp", "-p", "no:cacheprovider")
+    result = pytester.runpytest_inprocess("greedy", "--harness-decoder=x-mtp", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
 
 
@@ -160,7 +171,7 @@ def test_an_engine_that_does_not_start_is_never_taken_for_a_finding(pytester, x_
     (pytester.path / "greedy" / "test_a.py").write_text(
         WATCHED_TESTS.replace("def test_b(p):", "def test_b(p, engine_that_does_not_start):")
     )
-    result = pytester.runpytest_inprocess("greedy", "--decoder=x-mtp", "-p", "no:cacheprovider", "-k", "known")
+    result = pytester.runpytest_inprocess("greedy", "--harness-decoder=x-mtp", "-p", "no:cacheprovider", "-k", "known")
     result.assert_outcomes(errors=1)  # a set-up error, though its message carries the symptom
 
 
@@ -173,8 +184,8 @@ def test_an_engine_started_in_the_test_that_does_not_start_is_a_failure_though_i
 
 
 def test_the_vllm_signatures_refuse_a_start_up_failure_and_an_unrelated_crash():
-    from harness.subjects.engines.vllm_signatures import drafts_of_token_zero, sampled_with_garbage_parameters
-    from harness.subjects.findings import FailedCase
+    from harness.subjects.engines.findings import FailedCase
+    from harness.subjects.engines.vllm.signatures import drafts_of_token_zero, sampled_with_garbage_parameters
 
     def case(message, records=None):
         return FailedCase("n", message, records or {}, (), model=lambda: pytest.fail("no model needed"))
@@ -188,8 +199,8 @@ def test_the_vllm_signatures_refuse_a_start_up_failure_and_an_unrelated_crash():
 
 
 def test_the_drafter_skip_signature_needs_unproposed_token_zero_drafts_and_unchanged_tokens():
-    from harness.subjects.engines.vllm_signatures import drafts_of_token_zero
-    from harness.subjects.findings import FailedCase
+    from harness.subjects.engines.findings import FailedCase
+    from harness.subjects.engines.vllm.signatures import drafts_of_token_zero
 
     def passes(drafts, forced=None):
         steps = [{"start": 1, "drafts": [5, 6], "accepted": 2, "emitted": [5, 6, 7]}]
@@ -217,8 +228,8 @@ def test_the_drafter_skip_signature_needs_unproposed_token_zero_drafts_and_uncha
 
 
 def test_the_expand_kernel_signature_needs_a_rejection_that_spares_the_first_token():
-    from harness.subjects.engines.vllm_signatures import sampled_with_garbage_parameters
-    from harness.subjects.findings import FailedCase
+    from harness.subjects.engines.findings import FailedCase
+    from harness.subjects.engines.vllm.signatures import sampled_with_garbage_parameters
 
     def pit(rejected, first_ks_holm, first_z_holm=1.0):
         positions = [

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.contract.paths import SUITES
+from harness.contract.paths import SUITES_DIR
 
 pytest_plugins = ["pytester"]
 
@@ -20,7 +20,14 @@ GREEDY_MUTANTS = [
 @pytest.mark.parametrize("mutant", GREEDY_MUTANTS)
 def test_the_greedy_suite_fails_on_the_mutant(pytester, mutant):
     result = pytester.runpytest_inprocess(
-        str(SUITES / "greedy"), "-m", "greedy", f"--decoder=mutant:{mutant}", "-x", "-q", "-p", "no:cacheprovider"
+        str(SUITES_DIR / "greedy"),
+        "-m",
+        "greedy",
+        f"--harness-decoder=mutant:{mutant}",
+        "-x",
+        "-q",
+        "-p",
+        "no:cacheprovider",
     )
     outcomes = result.parseoutcomes()
     assert outcomes.get("failed", 0) == 1, result.stdout.str()[-2000:]

@@ -7,7 +7,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from harness.contract.paths import FIXTURE_MODELS, SUITES
+from harness.contract.paths import FIXTURE_MODELS, SUITES_DIR
 from harness.models.attention import EXACT_ATTENTION
 from harness.models.gated_deltanet import install_gated_deltanet_forward
 from harness.models.loading import checkpoint_is_hybrid
@@ -73,11 +73,11 @@ def test_teacher_forced_logits_equal_transformers_forward_in_float64(fixture_bun
 
 def _invariant_run(pytester, decoder: str):
     return pytester.runpytest_inprocess(
-        str(SUITES / "invariants" / "test_state_after_every_pass.py"),
+        str(SUITES_DIR / "invariants" / "test_state_after_every_pass.py"),
         "-m",
         "invariants",
-        f"--model={HYBRID}",
-        f"--decoder={decoder}",
+        f"--harness-model={HYBRID}",
+        f"--harness-decoder={decoder}",
         "-q",
         "-k",
         "batch and greedy and not sampling and (k1 or k3)",

@@ -138,9 +138,47 @@ def test_the_layer_rule_names_an_import_against_the_order(module, imported, comp
     assert complaint in violation and module in violation
 
 
+ENGINES = "harness.subjects.engines"
+ENGINE_REGISTRY = f"{ENGINES}.registry"
+
+
+def engine_package(module: str) -> str | None:
+    """harness.subjects.engines.vllm.decoder -> vllm; None outside an engine's package."""
+    parts = module.split(".")
+    engine = parts[3] if len(parts) > 3 and module.startswith(ENGINES + ".") else None
+    init = PACKAGE / "subjects" / "engines" / str(engine) / "__init__.py"
+    return engine if engine is not None and init.is_file() and "ENGINE = Engine(" in init.read_text() else None
+
+
+def engine_violations(graph: dict[str, set[str]]) -> list[str]:
+    """An engine's package imports the shared engine modules and nothing of another engine's package nor the engine
+    registry (which imports each engine's record); the shared modules import no engine's package."""
+    found = []
+    for module, imports in sorted(graph.items()):
+        home = engine_package(module)
+        for imported in sorted(imports):
+            target = engine_package(imported)
+            if home is not None and imported == ENGINE_REGISTRY:
+                found.append(f"{module} imports the engine registry (the registry reads the engines, not back)")
+            elif target is not None and target != home and module != ENGINE_REGISTRY:
+                where = f"engine {home}" if home else "a shared module"
+                found.append(f"{module} ({where}) imports {imported}, of the engine {target}")
+    return found
+
+
+def test_an_engines_package_is_its_own_room():
+    graph = import_graph()
+    assert {engine_package(m) for m in graph} >= {"vllm", "llamacpp"}
+    assert engine_violations(graph) == []
+    assert engine_violations({f"{ENGINES}.vllm.findings": {f"{ENGINES}.llamacpp.signatures"}})
+    assert engine_violations({f"{ENGINES}.process": {f"{ENGINES}.vllm.server"}})
+    assert engine_violations({f"{ENGINES}.vllm.decoder": {ENGINE_REGISTRY}})
+
+
 def test_every_subpackage_says_what_it_holds_and_what_it_may_import():
     nested = sorted(path.parent.relative_to(PACKAGE).as_posix() for path in PACKAGE.glob("*/*/__init__.py"))
-    assert "subjects/engines" in nested
+    nested += sorted(path.parent.relative_to(PACKAGE).as_posix() for path in PACKAGE.glob("*/*/*/__init__.py"))
+    assert "subjects/engines" in nested and "subjects/engines/vllm" in nested
     for name in [*LAYERS, *nested]:
         doc = ast.get_docstring(ast.parse((PACKAGE / name / "__init__.py").read_text())) or ""
         assert "Imports:" in doc or name == "plugin", f"harness/{name}/__init__.py: no 'Imports:' line"

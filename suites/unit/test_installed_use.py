@@ -184,7 +184,7 @@ def test_pytest_collecting_the_packaged_suites_gives_the_clones_verdict(installe
     report = installed.workdir / f"pyargs-{kind}"
     done = installed.run(
         "python", "-m", "pytest", "--pyargs", "harness.suites", "-m", "greedy", "-k", SELECTION,
-        f"--decoder={DECODERS[kind]}", f"--harness-report={report}", "-q", "-p", "no:cacheprovider",
+        f"--harness-decoder={DECODERS[kind]}", f"--harness-report={report}", "-q", "-p", "no:cacheprovider",
     )  # fmt: skip
     assert (done.returncode, outcomes(report / "results.json")) == clone_verdicts[kind], done.stdout[-3000:]
 

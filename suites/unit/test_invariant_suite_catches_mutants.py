@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.contract.paths import SUITES
+from harness.contract.paths import SUITES_DIR
 
 pytest_plugins = ["pytester"]
 
@@ -20,10 +20,10 @@ STATE_MUTANTS = {
 @pytest.mark.parametrize("mutant", STATE_MUTANTS)
 def test_the_invariant_checks_fail_on_the_mutant(pytester, mutant):
     result = pytester.runpytest_inprocess(
-        str(SUITES / "invariants" / "test_state_after_every_pass.py"),
+        str(SUITES_DIR / "invariants" / "test_state_after_every_pass.py"),
         "-m",
         "invariants",
-        f"--decoder=mutant:{mutant}",
+        f"--harness-decoder=mutant:{mutant}",
         "-x",
         "-q",
         "-k",
@@ -37,10 +37,10 @@ def test_the_invariant_checks_fail_on_the_mutant(pytester, mutant):
 @pytest.mark.parametrize("mutant", ["no-mtp-rollback", "stale-mtp-hidden"])
 def test_draft_conformance_exposes_mtp_state_bugs_that_keep_greedy_output(pytester, mutant):
     result = pytester.runpytest_inprocess(
-        str(SUITES / "invariants" / "test_draft_conformance.py"),
+        str(SUITES_DIR / "invariants" / "test_draft_conformance.py"),
         "-m",
         "invariants",
-        f"--decoder=mutant:{mutant}",
+        f"--harness-decoder=mutant:{mutant}",
         "-q",
         "-k",
         "k2",

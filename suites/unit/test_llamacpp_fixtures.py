@@ -18,7 +18,8 @@ from harness.contract.paths import FIXTURE_MODELS
 from harness.models.loading import bundle_for
 from harness.models.prompts import load_prompts
 from harness.models.teacher_forcing import target_forward
-from harness.subjects.engines.llamacpp_environment import GGUF_FILE, GGUF_MANIFEST, LLAMACPP, SERVER
+from harness.subjects.engines.llamacpp.environment import ENVIRONMENT as LLAMACPP
+from harness.subjects.engines.llamacpp.environment import GGUF_FILE, GGUF_MANIFEST, SERVER
 from harness.subjects.engines.process import EngineProcess
 
 GGUF_FIXTURES = ("tiny-deepseek-v3", "tiny-glm4-moe", "tiny-qwen3-next")

@@ -1,5 +1,5 @@
 """The llama.cpp subject reads each verification pass from llama.cpp's own log (harness/subjects/engines/
-llamacpp_server.py): checked on logs llama.cpp 2026.10.11549 (xllamacpp) wrote, one task of tiny-glm4-moe and
+llamacpp/server.py): checked on logs llama.cpp 2026.10.11549 (xllamacpp) wrote, one task of tiny-glm4-moe and
 one of the hybrid tiny-qwen3-next (whose rejections restore a recurrent-state checkpoint and replay), both at
 k = 2 with greedy sampling, 12 tokens."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.subjects.engines.llamacpp_server import completion_request, parse_log, steps_of
+from harness.subjects.engines.llamacpp.server import completion_request, parse_log, steps_of
 
 DATA = Path(__file__).parent / "data"
 
@@ -77,7 +77,7 @@ def test_the_log_counts_prompts_processed_in_several_batches_and_tasks_deferred_
     """Lines as llama.cpp 2026.10.11549 writes them with n_batch 16 and 2 slots for 4 requests (one `cached n_tokens`
     line per batch of a prompt; a deferral when every slot is busy), under context shift, and when it turns context
     shift off for a model: the evidence of three deployed configurations."""
-    from harness.subjects.engines.llamacpp_server import LogParser
+    from harness.subjects.engines.llamacpp.server import LogParser
 
     lines = [
         "0.00.023.929 I slot launch_slot_: id  1 | task 0 | processing task, is_child = 0\n",

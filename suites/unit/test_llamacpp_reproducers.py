@@ -13,8 +13,9 @@ import subprocess
 import pytest
 
 from harness.contract.paths import FIXTURE_MODELS, REPO_ROOT
-from harness.subjects.engines.llamacpp_environment import GGUF_FILE, LLAMACPP
-from harness.subjects.engines.llamacpp_findings import LLAMACPP_FINDINGS
+from harness.subjects.engines.llamacpp.environment import ENVIRONMENT as LLAMACPP
+from harness.subjects.engines.llamacpp.environment import GGUF_FILE
+from harness.subjects.engines.llamacpp.findings import FINDINGS as LLAMACPP_FINDINGS
 
 pytestmark = [
     pytest.mark.xdist_group("llamacpp"),

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from harness.subjects.engines.llamacpp_signatures import cut_short_at_the_context_end, only_the_drafts_differ
-from harness.subjects.findings import FailedCase
+from harness.subjects.engines.findings import FailedCase
+from harness.subjects.engines.llamacpp.signatures import cut_short_at_the_context_end, only_the_drafts_differ
 
 MODEL = SimpleNamespace(max_context=256)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from harness.contract.run_options import EngineOptions, RunOptions
 from harness.report.markdown import summary
 
 
@@ -22,7 +23,7 @@ def run(engine_fixes: list[str], cases: list[dict]) -> dict:
         "model": "/somewhere/tiny-mimo",
         "dtype": "bf16",
         "engine": "vllm 0.32.0 (cpu)",
-        "engine_fixes": engine_fixes,
+        "options": RunOptions(decoder="vllm-mtp", engine=EngineOptions(fixes=tuple(engine_fixes))).to_record(),
     }
     return {"run": header, "cases": cases}
 
@@ -56,7 +57,7 @@ def test_the_coverage_table_sums_the_positions_the_greedy_checks_compared(tmp_pa
 def test_the_engine_suites_checks_are_listed_with_their_configuration_and_the_engines_counters(tmp_path):
     checked = case("engine", "xfailed") | {
         "case": "test_preemption.py::test_preempted_requests_decode_as_the_reference",
-        "engine_config": {
+        "configuration_evidence": {
             "configuration": "preempt",
             "what": "a small KV cache",
             "evidence": {"preemptions": 6, "prefix_cache_hit_tokens": 0},

@@ -1,4 +1,5 @@
-"""The pytest plugin, tested with pytester: markers, options, the seed header and per-test seeds."""
+"""The pytest plugin, tested with pytester: markers, options, the seed header and per-test seeds. A scratch project's
+session acts as the harness's once it passes a harness option (harness/plugin/options.py harness_session)."""
 
 from __future__ import annotations
 
@@ -47,7 +48,7 @@ def test_it_registers_the_harness_markers_strictly(pytester):
         def test_typo():
             pass
     """)
-    result = pytester.runpytest("--strict-markers")
+    result = pytester.runpytest("--strict-markers", "--harness-budget=smoke")
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*'greedyy' not found in `markers` configuration option*"])
 
@@ -57,10 +58,10 @@ def test_it_shows_its_options_in_one_group(pytester):
     result.stdout.fnmatch_lines(
         [
             "mtp-harness: MTP decoding correctness:",
-            "*--decoder=DECODER*",
-            "*--model=MODEL*",
-            "*--device=DEVICE*",
-            "*--dtype=DTYPE*",
+            "*--harness-decoder=HARNESS_DECODER*",
+            "*--harness-model=HARNESS_MODEL*",
+            "*--harness-device=HARNESS_DEVICE*",
+            "*--harness-dtype=HARNESS_DTYPE*",
             "*--harness-seed=HARNESS_SEED*",
         ]
     )
@@ -111,7 +112,7 @@ def test_a_bad_seed_is_a_usage_error(pytester):
     result = pytester.runpytest_subprocess("--harness-seed=abc")
     lines = [line for line in result.outlines + result.errlines if line.strip()]
     assert len(lines) == 1 and "mtp-harness: --harness-seed abc: not an integer, 'random' or 'last'" in lines[0]
-    assert result.ret == 2, "a usage error stops the run with exit status 2 (harness/subjects/door.py)"
+    assert result.ret == 2, "a usage error stops the run with exit status 2 (harness/subjects/run_options.py)"
 
 
 def test_slow_tests_run_only_when_asked_for(pytester):
@@ -127,6 +128,6 @@ def test_slow_tests_run_only_when_asked_for(pytester):
         def test_case():
             pass
     """)
-    pytester.runpytest("-m", "sampling").assert_outcomes(passed=1, deselected=1)
-    pytester.runpytest("-m", "sampling and slow").assert_outcomes(passed=1, deselected=1)
+    pytester.runpytest("-m", "sampling", "--harness-budget=ci").assert_outcomes(passed=1, deselected=1)
+    pytester.runpytest("-m", "sampling and slow", "--harness-budget=ci").assert_outcomes(passed=1, deselected=1)
     pytester.runpytest("--harness-slow").assert_outcomes(passed=2)

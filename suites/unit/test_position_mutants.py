@@ -10,12 +10,12 @@ import re
 
 import pytest
 
-from harness.contract.paths import SUITES
+from harness.contract.paths import SUITES_DIR
 
 pytest_plugins = ["pytester"]
 pytestmark = pytest.mark.xdist_group("position-mutants")
 
-SUITE = SUITES / "sampling" / "test_target_distribution.py"
+SUITE = SUITES_DIR / "sampling" / "test_target_distribution.py"
 CATCHING_CASE = {  # the whole-sequence case with k = 4 greedy drafts: 45-55% of its passes reach max_new_tokens
     "truncation-commits-unverified-drafts": "pit-T1.0-k4-greedy-natural-03",
     "truncated-run-ends-in-a-correction": "pit-T1.0-k4-greedy-natural-03",
@@ -29,9 +29,9 @@ SAMPLING_TV = {"block-start-residual-from-p": None}
 def _run(pytester, decoder, case, sampling_tv=0.1):
     node = f"{SUITE}::test_samples_follow_the_target_law[{case}]"
     report = pytester.path / "report"
-    options = [f"--sampling-tv={sampling_tv}"] if sampling_tv else []
+    options = [f"--harness-sampling-tv={sampling_tv}"] if sampling_tv else []
     result = pytester.runpytest_inprocess(
-        node, "-m", "sampling", f"--decoder={decoder}", "-q", f"--harness-report={report}", *options
+        node, "-m", "sampling", f"--harness-decoder={decoder}", "-q", f"--harness-report={report}", *options
     )
     return result, json.loads((report / "results.json").read_text())
 

@@ -5,17 +5,17 @@ from __future__ import annotations
 
 import json
 
-from harness.contract.paths import SUITES
+from harness.contract.paths import SUITES_DIR
 from harness.contract.records import Results, record_problems
 
 pytest_plugins = ["pytester"]
 
 # a greedy failure, a sampling failure and an invariants failure on one mutant, plus passing cases
 SELECTION = [
-    str(SUITES / "greedy" / "test_greedy_identity.py") + "::test_natural_drafts_reproduce_the_reference",
-    str(SUITES / "sampling" / "test_target_distribution.py"),
-    str(SUITES / "invariants" / "test_state_after_every_pass.py"),
-    str(SUITES / "invariants" / "test_acceptance_profile.py"),
+    str(SUITES_DIR / "greedy" / "test_greedy_identity.py") + "::test_natural_drafts_reproduce_the_reference",
+    str(SUITES_DIR / "sampling" / "test_target_distribution.py"),
+    str(SUITES_DIR / "invariants" / "test_state_after_every_pass.py"),
+    str(SUITES_DIR / "invariants" / "test_acceptance_profile.py"),
 ]
 FILTER = "natural-01 or natural-02-k1 or T1.0-nofilter-k1-greedy or forced_rejections and 1-k2 or accounts"
 VOLATILE_RUN_FIELDS = ("run_id", "started", "finished", "command", "workers")
@@ -28,7 +28,7 @@ def run_selection(pytester, report_dir, *extra):
         FILTER,
         "-m",
         "greedy or sampling or invariants",
-        "--decoder=mutant:position-offset",
+        "--harness-decoder=mutant:position-offset",
         f"--harness-report={report_dir}",
         "-q",
         "-p",
@@ -118,9 +118,14 @@ def test_a_decoder_that_raises_is_a_named_failure_and_the_report_is_written(pyte
         """
     )
     pytester.syspathinsert()
-    node = str(SUITES / "greedy" / "test_greedy_identity.py") + "::test_natural_drafts_reproduce_the_reference"
+    node = str(SUITES_DIR / "greedy" / "test_greedy_identity.py") + "::test_natural_drafts_reproduce_the_reference"
     pytester.runpytest_inprocess(
-        node, "-k", "natural-01-k1", "--decoder=broken_decoder:make", f"--harness-report={tmp_path / 'run'}", "-q"
+        node,
+        "-k",
+        "natural-01-k1",
+        "--harness-decoder=broken_decoder:make",
+        f"--harness-report={tmp_path / 'run'}",
+        "-q",
     )
     [case] = json.loads((tmp_path / "run" / "results.json").read_text())["cases"]
     assert case["outcome"] == "failed" and "engine fell over" in case["message"]

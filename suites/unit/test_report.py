@@ -11,6 +11,7 @@ import subprocess
 
 import pytest
 
+from harness.contract.records import SCHEMA
 from harness.report.render import render_report, visible, write_report
 from harness.triage.groups import failure_groups
 
@@ -183,7 +184,7 @@ def synthetic_results() -> dict:
         ),
     ]
     results = {
-        "schema": 1,
+        "schema": SCHEMA,
         "run": {
             "run_id": "20250101-000000-abc",
             "started": "2025-01-01T00:00:00+00:00",
@@ -423,7 +424,7 @@ def test_an_interrupted_run_with_no_cases_renders_with_a_banner():
 
 def test_an_unknown_schema_is_refused():
     with pytest.raises(ValueError, match="schema"):
-        render_report(synthetic_results() | {"schema": 2})
+        render_report(synthetic_results() | {"schema": SCHEMA + 1})
 
 
 def test_write_report_writes_both_files_atomically(tmp_path):

@@ -11,13 +11,14 @@ import re
 import pytest
 
 import harness.commands.cli as cli
+from harness.contract.run_options import RunOptions
 from harness.plugin.progress import format_duration, progress_line, time_left
 
 pytest_plugins = ["pytester"]
 
 
 def command_for(tmp_path, *options: str) -> list[str]:
-    return cli.pytest_command(cli.build_parser().parse_args(["run", *options]), tmp_path / "junit.xml")
+    return cli.pytest_command(cli.build_parser().parse_args(["run", *options]), RunOptions(), tmp_path / "junit.xml")
 
 
 def workers_of(command: list[str]) -> int:

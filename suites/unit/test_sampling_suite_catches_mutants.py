@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from harness.contract.paths import SUITES
+from harness.contract.paths import SUITES_DIR
 
 pytest_plugins = ["pytester"]
 
-SUITE = SUITES / "sampling" / "test_target_distribution.py"
+SUITE = SUITES_DIR / "sampling" / "test_target_distribution.py"
 
 # mutant -> a case that exposes it (one case: a family of 2 p-values, N from the power target)
 CATCHING_CASE = {
@@ -26,7 +26,7 @@ CATCHING_CASE = {
 
 def _run(pytester, decoder, case):
     node = f"{SUITE}::test_samples_follow_the_target_law[{case}]"
-    return pytester.runpytest_inprocess(node, "-m", "sampling", f"--decoder={decoder}", "-q")
+    return pytester.runpytest_inprocess(node, "-m", "sampling", f"--harness-decoder={decoder}", "-q")
 
 
 @pytest.mark.parametrize("mutant", CATCHING_CASE)

@@ -8,14 +8,15 @@ import json
 
 import pytest
 
-from harness.contract.paths import SUITES
+from harness.contract.paths import SUITES_DIR
 from harness.contract.seeds import DEFAULT_SEED, SEED_MODULUS, session_shifted
 
 pytest_plugins = ["pytester"]
 
 SELECTION = [
-    str(SUITES / "sampling" / "test_target_distribution.py") + "::test_samples_follow_the_target_law",
-    str(SUITES / "invariants" / "test_state_after_every_pass.py") + "::test_state_is_clean_after_every_pass_in_a_batch",
+    str(SUITES_DIR / "sampling" / "test_target_distribution.py") + "::test_samples_follow_the_target_law",
+    str(SUITES_DIR / "invariants" / "test_state_after_every_pass.py")
+    + "::test_state_is_clean_after_every_pass_in_a_batch",
 ]
 FILTER = "T1.0-nofilter-k2-greedy-code-01 or k2-sampling-sampled-drafts"
 
@@ -29,7 +30,7 @@ def seeded_run(pytester, tmp_path, seed: int, name: str) -> dict:
         "-m",
         "sampling or invariants",
         f"--harness-seed={seed}",
-        "--sampling-tv=0.3",  # N for a TV shift of 0.3: a few hundred samples, enough to tell two seeds apart
+        "--harness-sampling-tv=0.3",  # N for a TV shift of 0.3: a few hundred samples, enough to tell two seeds apart
         f"--harness-report={report}",
         "-p",
         "no:cacheprovider",

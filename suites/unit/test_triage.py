@@ -4,9 +4,12 @@ cases (prompt, k, schedule positions), groups largest first, the smallest case a
 from __future__ import annotations
 
 from harness.contract.paths import DATA_ROOT
+from harness.contract.run_options import RunOptions
 from harness.triage.groups import divergence_place, failure_groups, normalised_message, signature
 
+OPTIONS = RunOptions(decoder="mutant:x", model="/m/tiny", dtype="float64", seed=7)
 RUN = {"decoder": "mutant:x", "model": "/m/tiny", "device": "cpu", "dtype": "float64", "session_seed": 7}
+RUN["options"] = OPTIONS.to_record()
 
 
 def step(start, drafts, accepted, emitted):
@@ -75,7 +78,7 @@ def test_failures_group_by_cause_not_by_prompt_or_k_and_the_smallest_case_is_pic
     assert first["rerun"].startswith(
         f"python -m pytest '{DATA_ROOT}/suites/greedy/test_f.py::test_forced[natural-02-k1-every]'"
     )
-    assert "--decoder=mutant:x" in first["rerun"] and "--harness-seed=7" in first["rerun"]
+    assert "--harness-decoder=mutant:x" in first["rerun"] and "--harness-seed=7" in first["rerun"]
     assert {g["signature"] for g in groups[1:]} == {
         "greedy: test_f.py::test_forced: greedy divergence at the bonus token after every draft was accepted",
         "invariants: test_s.py::test_state: invariant 'positions' broken in target",

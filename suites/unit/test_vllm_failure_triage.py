@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.subjects.engines.vllm_environment import VLLM
-from harness.subjects.engines.vllm_reproducer import vllm_reproducer_script
+from harness.subjects.engines.vllm.environment import ENVIRONMENT as VLLM
+from harness.subjects.engines.vllm.reproducer import vllm_reproducer_script
 
 pytestmark = [
     pytest.mark.xdist_group("vllm"),
@@ -58,7 +58,7 @@ def test_the_broken_vllms_failures_shrink_through_the_engine_to_a_minimal_case(t
         minimal = group["minimal"]
         assert minimal["reproduced"] and minimal["finished"] and minimal["batch_size"] == 1, group
         assert minimal["minimal"]["num_draft_tokens"] == 1 and len(minimal["minimal"]["forced_positions"]) <= 2
-        assert minimal["engine_config"]["num_draft_tokens"] == 1
+        assert minimal["server_config"]["num_draft_tokens"] == 1
     page = (report / "index.html").read_text()
     assert f"{VLLM.python('cpu')} {groups[0]['reproducer']}" in page and "uses vllm alone" in page
 
@@ -112,12 +112,24 @@ def test_a_reproducer_forces_its_drafts_in_vllms_own_verification(triaged, tmp_p
 
 def test_the_broken_vllm_is_caught_with_the_engine_as_its_own_reference(tmp_path):
     """--reference engine: the reference is the same broken vLLM without speculation (its greedy verification kernel
-    is never called there), and the harness process reads no weight file."""
+    is never called there), and the harness process reads no weight file. The command the largest failure group
+    prints, run as printed (a report directory added to read it back), replays its failure under the same options,
+    the engine as its own reference and the engine's own arguments included."""
     command = [sys.executable, "-m", "harness.commands.cli", "run", "--suite", "greedy", "--decoder", "vllm-mtp"]
-    command += ["--model", "tiny-mimo", "--reference", "engine", "-n", "0", "--report-dir", str(tmp_path)]
+    command += ["--model", "tiny-mimo", "--reference", "engine", "--engine-arg", "max_logprobs=31"]
+    command += ["-n", "0", "--report-dir", str(tmp_path / "run")]
     done = run([*command, "--", "-k", "natural-01 and k1"], BROKEN, cwd=tmp_path)
     assert done.returncode == 1, f"the greedy suite did not catch the broken vLLM:\n{done.stdout[-3000:]}"
-    [results] = [json.loads(path.read_text()) for path in tmp_path.glob("*/results.json")]
-    assert results["run"]["reference"] == "engine"
+    [results] = [json.loads(path.read_text()) for path in tmp_path.glob("run/*/results.json")]
+    assert results["run"]["options"]["reference"] == "engine"
     failing = [case for case in results["cases"] if case["outcome"] == "failed"]
     assert len(failing) >= 5 and all(case["divergence"] for case in failing)
+    group = results["groups"][0]
+    rerun = shlex.split(group["rerun"])
+    replayed = run([sys.executable, *rerun[1:], f"--harness-report={tmp_path / 'replay'}"], BROKEN, cwd=tmp_path)
+    assert replayed.returncode == 1, replayed.stdout[-3000:]
+    again = json.loads((tmp_path / "replay" / "results.json").read_text())
+    assert again["run"]["options"] == results["run"]["options"]
+    [case] = again["cases"]
+    original = next(c for c in results["cases"] if c["nodeid"] == group["smallest"])
+    assert case["nodeid"] == original["nodeid"] and case["divergence"]["index"] == original["divergence"]["index"]

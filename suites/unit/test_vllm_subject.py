@@ -1,4 +1,4 @@
-"""The vLLM subject (harness/subjects/engines/vllm_subject.py) against vLLM itself: forcing and step recording are the
+"""The vLLM subject (harness/subjects/engines/vllm/decoder.py) against vLLM itself: forcing and step recording are the
 adapter's only interventions, so they are checked on vLLM's own verification output. Needs the vLLM
 environment (`mtp-harness engine install vllm`; .ci/run installs it)."""
 
@@ -9,11 +9,12 @@ import torch
 
 from harness.checks.schedules import expected_steps
 from harness.contract.decoder import DecodeRequest, drafts_from
+from harness.contract.run_options import EngineOptions
 from harness.decoding.target_decoder import TargetOnlyDecoder
 from harness.models.loading import bundle_for
 from harness.models.prompts import load_prompts
 from harness.models.teacher_forcing import target_forward
-from harness.subjects.engines.vllm_environment import VLLM
+from harness.subjects.engines.vllm.environment import ENVIRONMENT as VLLM
 from harness.subjects.registry import make_decoder
 
 pytestmark = [
@@ -91,7 +92,7 @@ def test_vllm_refuses_float64_with_the_dtype_to_use():
 
 def test_an_engine_argument_reaches_vllm_as_given(bundle):
     """--engine-arg passes vLLM's own arguments through: vLLM's effective configuration shows the value."""
-    decoder = make_decoder("vllm", bundle, engine_args={"max_logprobs": 31})
+    decoder = make_decoder("vllm", bundle, EngineOptions(arguments=(("max_logprobs", 31),)))
     try:
         prompt_ids = tuple(load_prompts()[0].encode(bundle.tokenizer))
         [result] = decoder.decode([DecodeRequest(prompt_ids, 2)])
@@ -112,8 +113,8 @@ def test_under_tensor_parallelism_the_hooks_force_record_and_score_on_vllms_own_
     from harness.contract.decoder import SamplingConfig
     from harness.models.card import load_card
 
-    parallel = {"tensor_parallel_size": 2}
-    decoder = make_decoder("vllm-mtp", bundle, engine_args=parallel)
+    parallel = EngineOptions(arguments=(("tensor_parallel_size", 2),))
+    decoder = make_decoder("vllm-mtp", bundle, parallel)
     prompt_ids = tuple(load_prompts()[0].encode(bundle.tokenizer))
     try:
         tokens, runner_up = greedy_reference(bundle, prompt_ids, 20)
@@ -126,7 +127,7 @@ def test_under_tensor_parallelism_the_hooks_force_record_and_score_on_vllms_own_
     finally:
         decoder.close()
     card = load_card(bundle.path, dtype="float32")
-    reference = EngineReference(make_decoder("vllm", card, engine_args=parallel), card)
+    reference = EngineReference(make_decoder("vllm", card, parallel), card)
     try:
         continuations = [tokens, tokens[:7]]
         theirs = reference.sequence_terms(prompt_ids, continuations, SamplingConfig(1.0), seed=3)

@@ -11,7 +11,7 @@ import textwrap
 import pytest
 
 from harness.contract.paths import DATA_ROOT, FIXTURE_MODELS
-from harness.subjects.engines.vllm_environment import VLLM
+from harness.subjects.engines.vllm.environment import ENVIRONMENT as VLLM
 
 pytest_plugins = ["pytester"]
 
@@ -110,7 +110,12 @@ def test_under_reference_engine_the_checks_that_need_weights_are_skipped_by_name
         f"import sys\nsys.path.insert(0, {str(DATA_ROOT)!r})\nfrom suites.conftest import rescoring_bundle"
     )
     result = pytester.runpytest_subprocess(
-        "--decoder=vllm-mtp", "--model=tiny-mimo", "--reference=engine", "-rs", "-p", "no:cacheprovider"
+        "--harness-decoder=vllm-mtp",
+        "--harness-model=tiny-mimo",
+        "--harness-reference=engine",
+        "-rs",
+        "-p",
+        "no:cacheprovider",
     )
     result.assert_outcomes(passed=1, skipped=2, failed=1)
     result.stdout.fnmatch_lines(

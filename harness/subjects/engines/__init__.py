@@ -1,12 +1,17 @@
 """Engines the harness drives out of process, each in its own environment (their pins conflict with the harness's
-transformers). Shared: environments.py builds an engine's environment, process.py runs its server and speaks
-wire.py to it, supported.py lists the engines with their decoder names and findings.
+transformers), one package per engine.
 
-Per engine: `<engine>_environment.py` (pins, server script), `<engine>_subject.py` (the decoder the suites drive),
-`<engine>_server.py` (runs inside the engine's environment and imports nothing from the harness),
-`<engine>_findings.py` and `<engine>_signatures.py` (the bugs found in it and what their failures look like).
-vLLM also has vllm_drafting.py (its MTP drafts as the findings describe them, for the signatures),
-vllm_reproducer.py (triage's vLLM-alone reproducer) and vllm_fixes/ (the findings' fixes, applied inside the
-engine process under --engine-fixes only, never imported here).
+Each engine's package (`vllm/`, `llamacpp/`) holds everything of it: its environment, the decoder the suites drive,
+the server that runs inside its environment, its deployed configurations, its findings with their signatures, fixes
+and reproducers; its `__init__` declares the engine's record (`ENGINE`, engine.py). The registry (registry.py) reads
+the records: adding an engine is a package and one line there.
 
-Imports: harness.contract, harness.models, harness.decoding, harness.triage, harness.subjects.findings."""
+Shared by every engine: engine.py (the record), registry.py, decoder.py (what every engine's decoder does: its
+processes, wire calls, capabilities, configurations and fixes), process.py (a server process and the pool of them),
+wire.py (the protocol), serving/ (server_loop.py: the main loop every server runs inside its engine's environment,
+standard library only, on every server's PYTHONPATH), environments.py (building an engine's environment),
+configurations.py (a deployed configuration and the evidence that it happened), findings.py (a finding, the tests it
+fails, its signature) and watched_tests.py (the suites' tests findings watch).
+
+Imports: harness.contract, harness.models, harness.decoding, harness.stats, harness.checks, harness.triage; an engine's
+package imports the shared modules, never the registry."""

@@ -103,6 +103,11 @@ class EngineEnvironment:
         return done.stdout.strip() or None
 
 
+def flavour_of(device: object) -> str:
+    """The flavour of an engine that runs on `device` (a torch device or its name): cuda on a CUDA device, else cpu."""
+    return "cuda" if str(device).startswith("cuda") else "cpu"
+
+
 def default_flavour(environment: EngineEnvironment) -> str:
     """The engine's only flavour where it has one (llama.cpp: cpu); else cuda when this machine has a CUDA GPU
     (as seen by the harness's torch), else cpu."""

@@ -22,7 +22,9 @@ from pathlib import Path
 
 from harness.contract.decoder import DecodeRequest, DecodeResult
 from harness.contract.errors import HarnessError
-from harness.subjects.engines.wire import PROTOCOL, EngineProtocolError, parse_result, request_message
+from harness.subjects.engines import serving
+from harness.subjects.engines.serving.server_loop import PROTOCOL
+from harness.subjects.engines.wire import EngineProtocolError, parse_result, request_message
 
 # A start that has not answered by then is taken for a hung start: the process is killed and started once more.
 STARTUP_TIMEOUT_SECONDS = float(os.environ.get("MTP_HARNESS_ENGINE_START_TIMEOUT", "900"))
@@ -43,6 +45,17 @@ class EngineUnavailable(EngineError):
 
 class EngineStartTimeout(EngineUnavailable):
     """An engine process that never answered its start (killed at the start timeout): the pool starts it once more."""
+
+
+SERVING = Path(serving.__file__).parent  # server_loop.py, for every engine server
+
+
+def server_environment(env: Mapping[str, str]) -> dict[str, str]:
+    """The server process's environment: the harness's, `env` over it, and the servers' shared loop (SERVING) first on
+    its PYTHONPATH (it holds server_loop.py alone: nothing of the engine's environment is shadowed)."""
+    merged = {**os.environ, **env}
+    merged["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SERVING), merged.get("PYTHONPATH")]))
+    return merged
 
 
 class EngineProcess:
@@ -70,7 +83,7 @@ class EngineProcess:
                 stdout=subprocess.PIPE,
                 stderr=self._log,
                 text=True,
-                env={**os.environ, **env},
+                env=server_environment(env),
             )
         except OSError as error:
             raise EngineUnavailable(f"engine {label}: cannot start {python} {server}: {error}") from error

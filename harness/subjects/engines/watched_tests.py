@@ -1,5 +1,5 @@
-"""The suites' tests that engine findings watch (harness/subjects/engines/<engine>_findings.py), as node-id patterns
-relative to suites/ (harness/subjects/findings.py: only `*` is special)."""
+"""The suites' tests that engine findings watch (harness/subjects/engines/<engine>/findings.py), as node-id patterns
+relative to suites/ (harness/subjects/engines/findings.py: only `*` is special)."""
 
 FORCED = "greedy/test_forced_rejections.py::test_forced_rejections_keep_the_reference"
 RANDOM_REJECTIONS = "greedy/test_forced_rejections.py::test_rejections_at_random_positions_keep_the_reference"

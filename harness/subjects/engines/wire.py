@@ -36,8 +36,6 @@ from harness.contract.decoder import DecodeRequest, DecodeResult, DraftMode, Sam
 from harness.contract.errors import HarnessError
 from harness.contract.records import step_records
 
-PROTOCOL = 1
-
 
 class EngineProtocolError(HarnessError):
     """An engine server sent a message that does not follow the wire format."""

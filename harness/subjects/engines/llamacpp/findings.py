@@ -1,5 +1,5 @@
 """Bugs the suites found in llama.cpp (write-ups in docs/findings/), with the tests each one fails and the signature
-that tells its failure from another bug's (harness/subjects/engines/llamacpp_signatures.py).
+that tells its failure from another bug's (harness/subjects/engines/llamacpp/signatures.py).
 
 Both are watched as `may_fail`: whether a case shows them depends on the drafts, and llama.cpp's drafts depend on
 what its slot decoded before (the second finding), which changes with the order pytest-xdist gives the tests. A
@@ -9,7 +9,8 @@ all a signature reads, and each finding says what its signature cannot tell apar
 
 from __future__ import annotations
 
-from harness.subjects.engines import llamacpp_signatures as signatures
+import harness.subjects.engines.llamacpp.signatures as signatures
+from harness.subjects.engines.findings import Finding
 from harness.subjects.engines.watched_tests import (
     BATCH_ALONE,
     CHUNKED,
@@ -21,9 +22,8 @@ from harness.subjects.engines.watched_tests import (
     RNG_ISOLATION,
     SPECULATION,
 )
-from harness.subjects.findings import Finding
 
-VERSION = "2026.10.11549"  # xllamacpp, llama.cpp's tree of that wheel (it reports b0-unknown)
+FOUND_IN = "2026.10.11549"  # the xllamacpp release (llama.cpp tree) these were found in; it reports b0-unknown
 
 ACCEPTED_TOKENS_DROPPED_AT_THE_CONTEXT_END = Finding(
     slug="llamacpp-draft-mtp-drops-accepted-tokens-at-the-context-end",
@@ -31,7 +31,7 @@ ACCEPTED_TOKENS_DROPPED_AT_THE_CONTEXT_END = Finding(
     "it accepted: the output stops up to k tokens short of the same request without speculation",
     engine="llama.cpp",
     decoders=("llamacpp-mtp",),
-    versions=(VERSION,),
+    versions=(FOUND_IN,),
     flavours=("cpu",),
     failing={},
     may_fail={"*": (f"{NATURAL}[long-*]", f"{BATCH_ALONE}[*]", f"{SPECULATION}[*]")},
@@ -47,7 +47,7 @@ FIRST_TOKEN_PAIRED_WITH_A_STALE_HIDDEN_STATE = Finding(
     "checkpoint's MTP computation and depend on what the slot decoded before",
     engine="llama.cpp",
     decoders=("llamacpp-mtp",),
-    versions=(VERSION,),
+    versions=(FOUND_IN,),
     flavours=("cpu",),
     failing={},
     may_fail={
@@ -68,7 +68,7 @@ FIRST_TOKEN_PAIRED_WITH_A_STALE_HIDDEN_STATE = Finding(
     explains=signatures.only_the_drafts_differ,
 )
 
-LLAMACPP_FINDINGS: tuple[Finding, ...] = (
+FINDINGS: tuple[Finding, ...] = (
     ACCEPTED_TOKENS_DROPPED_AT_THE_CONTEXT_END,
     FIRST_TOKEN_PAIRED_WITH_A_STALE_HIDDEN_STATE,
 )

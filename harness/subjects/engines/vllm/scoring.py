@@ -1,7 +1,7 @@
 """Statistics computed where the logits are: inside vLLM's process, for `--reference engine` on checkpoints the
 harness cannot hold (a vocabulary of 129k: V floats per position never cross the wire).
 
-This file runs in vLLM's own environment (imported by harness/subjects/engines/vllm_server.py). A scoring request is
+This file runs in vLLM's own environment (imported by harness/subjects/engines/vllm/server.py). A scoring request is
 an ordinary vLLM request for prompt = the sequence to score, max_tokens 1 and prompt log-probabilities on, marked in
 its extra_args. vLLM computes its prompt log-probabilities in the model runner's `_get_prompt_logprobs_dict` from
 the hidden states of each prompt chunk; `ScoringHook` wraps that method and, before vLLM's own code runs, computes
@@ -28,7 +28,7 @@ import sys
 from pathlib import Path
 
 HARNESS_SCORE = "mtp_harness_score"  # extra_args key of a scoring request
-HARNESS_PACKAGE = Path(__file__).resolve().parents[2]  # harness/ (subjects/engines/ -> subjects -> harness)
+HARNESS_PACKAGE = Path(__file__).resolve().parents[3]  # harness/ (engines/vllm/ -> engines -> subjects -> harness)
 
 
 def harness_module(name: str):  # noqa: ANN201 - a module

@@ -4,7 +4,7 @@ straight into a vLLM bug report. It decodes the group's minimal request with vLL
 target-only greedy), prints both with each verification pass, and exits 1 when they differ.
 
 vLLM has no API to force a draft; where the minimal case forces drafts, the script wraps the MTP proposer's
-per-position draft sampler exactly as the harness's engine server does (harness/subjects/engines/vllm_server.py),
+per-position draft sampler exactly as the harness's engine server does (harness/subjects/engines/vllm/server.py),
 and says so. Every value is a Python literal of numbers or repr()-quoted strings: nothing from the run is
 executed as code."""
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.subjects.engines.vllm_server import llm_arguments
+from harness.subjects.engines.vllm.server import llm_arguments
 from harness.triage.reproducer import case_fields
 
 TEMPLATE = '''"""mtp-harness reproducer, vLLM alone: run {run_id}, failure group {group} ({count} cases; cause: CAUSE).
@@ -152,7 +152,7 @@ def vllm_reproducer_script(group: dict[str, Any], run: dict[str, Any], filename:
     """The vLLM-alone script for a greedy `group` (with a reproduced minimal case that carries the engine
     configuration the run's vLLM decoder used)."""
     fields = case_fields(group, run, filename)
-    arguments = llm_arguments(group["minimal"]["engine_config"])
+    arguments = llm_arguments(group["minimal"]["server_config"])
     speculative = arguments.pop("speculative_config")
     return TEMPLATE.format(
         engine_version=str(run.get("engine", "")).split(" (")[0].removeprefix("vllm ") or "(the run's)",

@@ -7,17 +7,17 @@ from pathlib import Path
 
 from harness.subjects.engines.environments import EngineEnvironment, Flavour
 
-XLLAMACPP_VERSION = "2026.10.11549"
+VERSION = "2026.10.11549"
 # the source distribution of that version: llama.cpp's tree the wheel was built from (its converter builds the
 # fixtures' GGUFs, fixtures/build_gguf.py; the findings cite its files)
-XLLAMACPP_SDIST_SHA256 = "c17ee1163006f70726abb9f72137830818f3d8cb60bfc34cb232d08428eaa22b"
-LLAMACPP = EngineEnvironment(
+SDIST_SHA256 = "c17ee1163006f70726abb9f72137830818f3d8cb60bfc34cb232d08428eaa22b"
+ENVIRONMENT = EngineEnvironment(
     name="llama.cpp",
-    flavours=(Flavour("cpu", "xllamacpp", XLLAMACPP_VERSION),),
+    flavours=(Flavour("cpu", "xllamacpp", VERSION),),
     probe="import xllamacpp",
     module="xllamacpp",
 )
-SERVER = Path(__file__).with_name("llamacpp_server.py")
+SERVER = Path(__file__).with_name("server.py")
 GGUF_FILE = "model.gguf"  # beside the safetensors checkpoint; the fixtures' are committed
 GGUF_MANIFEST = "gguf.json"
 

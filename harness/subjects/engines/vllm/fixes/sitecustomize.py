@@ -5,7 +5,7 @@ MTP_HARNESS_ENGINE_FIXES (finding slugs, comma-separated; empty or unset: nothin
 fix module of that finding (<slug with - as _>.py, beside this file): the code of its write-up's Fix section
 (docs/findings/<slug>.md), which patches vLLM modules the moment they are imported, before vLLM uses them.
 vLLM's files are never touched. The harness
-sets both variables only under `--engine-fixes` (harness/subjects/engines/vllm_subject.py) and the
+sets both variables only under `--engine-fixes` (harness/subjects/engines/vllm/decoder.py) and the
 reproducer tests; a run under it says so in its report header.
 
 This file and the fix modules run in vLLM's environment: they import nothing of the harness.

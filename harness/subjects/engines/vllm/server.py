@@ -1,11 +1,13 @@
 """The vLLM engine server: runs inside vLLM's own environment and speaks the harness's wire protocol.
 
-This file is executed by the vLLM environment's Python (`python vllm_server.py`): it needs only the standard
-library and vLLM (imported inside the engine). The harness imports it only for `llm_arguments`, to write the
-same engine configuration into a vLLM-alone reproducer (harness/subjects/engines/vllm_reproducer.py).
+This file is executed by the vLLM environment's Python (`python server.py`): it needs only the standard library,
+vLLM (imported inside the engine) and the servers' shared loop (harness/subjects/engines/serving/server_loop.py).
+The harness imports it only for `llm_arguments`, to write the same engine configuration into a vLLM-alone
+reproducer (reproducer.py).
 
 The protocol (harness/subjects/engines/wire.py) is JSON lines: the first stdin line is the engine configuration,
-then one `decode` message per line; every reply is one stdout line. Everything vLLM prints goes to stderr.
+then one operation per line (`decode`, and the scoring operations of --reference engine); every reply is one stdout
+line. Everything vLLM prints goes to stderr.
 
 vLLM is tested as shipped. The server makes exactly two interventions, both inside the engine process:
 
@@ -21,7 +23,7 @@ Neither changes what vLLM computes for a request without forced drafts. Both are
 runner (`install_hooks`; with tensor parallelism the workers are processes of their own) and read back from the first
 worker. Under --reference engine a third hook reads and changes nothing: the model runner's prompt-logprob method is
 wrapped to compute, for the harness's scoring requests only, the sampling statistics from the full logits
-(vllm_scoring.py). Besides, the server watches the
+(scoring.py). Besides, the server watches the
 scheduler (a wrapper that reads its state after each `schedule()`, and changes nothing) for the evidence that a
 deployed configuration happened (harness/subjects/engines/configurations.py): prefix-cache hits, prompts prefilled
 in chunks beside decoding requests, preemptions, requests left waiting. Each reply carries the counters of its call.
@@ -30,12 +32,9 @@ in chunks beside decoding requests, preemptions, requests left waiting. Each rep
 from __future__ import annotations
 
 import collections
-import json
 import os
 import sys
-import traceback
 
-PROTOCOL = 1
 HARNESS_KEY = "mtp_harness"
 FINISH_REASONS = {"stop": "eos", "length": "length"}  # vLLM's -> the contract's (only stop_token_ids stop it)
 # the scoring hook's log-softmax (float64) against vLLM's prompt logprobs (float32) of the same logits: rounding is
@@ -44,37 +43,21 @@ SCORING_TOLERANCE = 1e-3
 
 
 def main() -> None:
-    reply_stream = os.fdopen(os.dup(1), "w", buffering=1)
-    os.dup2(2, 1)  # vLLM's own prints and logs go to stderr; stdout carries replies only
+    from server_loop import serve  # on this process's PYTHONPATH (harness/subjects/engines/serving/)
 
-    def reply(message: dict) -> None:
-        reply_stream.write(json.dumps(message) + "\n")
-
-    try:
-        config = json.loads(sys.stdin.readline())
-        engine = Engine(config)
-    except Exception as error:  # the harness shows this with the engine's stderr tail
-        reply({"ready": False, "error": f"{type(error).__name__}: {error}", "traceback": traceback.format_exc()})
-        return
-    reply({"ready": True, "protocol": PROTOCOL, "engine": engine.describe()})
-    for line in sys.stdin:
-        message = json.loads(line)
-        if message.get("op") == "shutdown":
-            break
-        try:
-            if message.get("op") == "prompt_logprobs":
-                results = engine.prompt_logprobs(message["prompts"], int(message["top"]))
-            elif message.get("op") == "sequence_terms":
-                results = engine.sequence_terms(message["prompt_length"], message["sequences"], message["sampling"])
-            elif message.get("op") == "next_token_laws":
-                results = engine.next_token_laws(message["prefixes"], message["sampling"], message["threshold"])
-            else:
-                results = engine.decode(message["requests"])
-            reply({"id": message.get("id"), "results": results, "evidence": engine.take_evidence()})
-        except Exception as error:  # vLLM's engine is not reusable after an error inside a step: exit
-            error_text = f"{type(error).__name__}: {error}"
-            reply({"id": message.get("id"), "error": error_text, "traceback": traceback.format_exc(), "fatal": True})
-            break
+    serve(
+        Engine,
+        {
+            "decode": lambda engine, message: engine.decode(message["requests"]),
+            "prompt_logprobs": lambda engine, message: engine.prompt_logprobs(message["prompts"], int(message["top"])),
+            "sequence_terms": lambda engine, message: engine.sequence_terms(
+                message["prompt_length"], message["sequences"], message["sampling"]
+            ),
+            "next_token_laws": lambda engine, message: engine.next_token_laws(
+                message["prefixes"], message["sampling"], message["threshold"]
+            ),
+        },
+    )
 
 
 def speculative_config(config: dict) -> dict | None:
@@ -159,7 +142,7 @@ class Engine:
         }
 
     def describe(self) -> dict:
-        fixes = getattr(sys.modules.get("sitecustomize"), "APPLIED", [])  # under --engine-fixes only (vllm_fixes/)
+        fixes = getattr(sys.modules.get("sitecustomize"), "APPLIED", [])  # under --engine-fixes only (fixes/)
         return {
             "name": "vllm",
             "version": self.version,
@@ -205,10 +188,10 @@ class Engine:
         return rows
 
     def scored(self, sequences: list[list[int]], asked: dict) -> list[dict]:
-        """Score each sequence inside this process (vllm_scoring.py): one request each for prompt = the sequence,
+        """Score each sequence inside this process (scoring.py): one request each for prompt = the sequence,
         max_tokens 1, its prompt log-probabilities on; the hook's results, checked against vLLM's own."""
+        from scoring import HARNESS_SCORE
         from vllm import SamplingParams
-        from vllm_scoring import HARNESS_SCORE
 
         self.batches += 1
         keys = [f"s{self.batches}-{i}" for i in range(len(sequences))]
@@ -239,7 +222,7 @@ class Engine:
     def sequence_terms(self, prompt_length: int, sequences: list[list[int]], sampling: list) -> dict:
         """The whole-sequence statistics' per-token terms of each sequence's continuation (after prompt_length
         tokens) under the processed law `sampling` (temperature, top_k, top_p), and the cumulant tables summed
-        over the sequences per position (vllm_scoring.py)."""
+        over the sequences per position (scoring.py)."""
         import torch
 
         asked = {"what": "terms", "prompt_length": int(prompt_length), "sampling": list(sampling)}
@@ -315,7 +298,7 @@ class Engine:
 
 def install_hooks(worker) -> None:  # noqa: ANN001 - vLLM's worker (wrapper), in its own process under parallelism
     """On one worker: the step recorder (forcing and recording) and the scoring hook, kept on its model runner."""
-    from vllm_scoring import ScoringHook  # beside this file; the statistics computed where the logits are
+    from scoring import ScoringHook  # beside this file; the statistics computed where the logits are
 
     recorder, scoring = StepRecorder(), ScoringHook()
     recorder.install(worker)

@@ -9,8 +9,9 @@ and message. A failure it does not explain stays a failure, named "not explained
 that passes is a failure too (the engine no longer shows the bug: the entry must go). Nothing here changes
 what a test checks.
 
-`fix` names the module of vLLM patches (harness/subjects/engines/vllm_fixes/) that is the write-up's Fix
-section; `--engine-fixes` applies it inside the engine process, and a fixed finding watches nothing.
+A finding's fix is the write-up's Fix section as code, in its engine's `fixes` folder (the engine record,
+harness/subjects/engines/engine.py; vLLM's: harness/subjects/engines/vllm/fixes/<slug with _>.py): `--engine-fixes`
+applies it inside the engine process, and a fixed finding watches nothing.
 """
 
 from __future__ import annotations

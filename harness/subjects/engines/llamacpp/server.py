@@ -1,9 +1,9 @@
 """The llama.cpp engine server: runs inside llama.cpp's own environment (xllamacpp, llama.cpp's native server
 built as a Python extension) and speaks the harness's wire protocol (harness/subjects/engines/wire.py).
 
-This file is executed by that environment's Python (`python llamacpp_server.py`) and needs only the standard
-library and xllamacpp. The harness imports it only for its pure parts (the request it sends, the log parser),
-which its unit tests check on recorded logs.
+This file is executed by that environment's Python (`python server.py`) and needs only the standard library,
+xllamacpp and the servers' shared loop (harness/subjects/engines/serving/server_loop.py). The harness imports it
+only for its pure parts (the request it sends, the log parser), which its unit tests check on recorded logs.
 
 llama.cpp is tested as shipped: one `xllamacpp.Server` per configuration, with speculation `draft-mtp` (the
 checkpoint's NextN layer drafting) and the draft length fixed when the server starts, requests sent as token ids
@@ -30,17 +30,13 @@ log's task on the slot the response names (`id_slot`) whose emitted tokens are t
 from __future__ import annotations
 
 import collections
-import json
 import os
 import re
-import sys
 import threading
 import time
-import traceback
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-PROTOCOL = 1
 SEED_MODULUS = 0xFFFFFFFF  # llama.cpp's seeds are uint32 and 0xFFFFFFFF means "random": seeds are taken mod this
 # the contract's law (temperature -> top-k -> top-p, harness/contract/decoder.py SamplingConfig) as a llama.cpp
 # sampler chain: top-k commutes with temperature, top-p must see the tempered probabilities (llama.cpp's default
@@ -388,35 +384,18 @@ class Engine:
 
 
 def main() -> None:
-    reply_stream = os.fdopen(os.dup(1), "w", buffering=1)
-    os.dup2(2, 1)  # anything printed goes to the log; stdout carries replies only
+    from server_loop import serve  # on this process's PYTHONPATH (harness/subjects/engines/serving/)
 
-    def reply(message: dict) -> None:
-        reply_stream.write(json.dumps(message) + "\n")
-
-    try:
-        config = json.loads(sys.stdin.readline())
-        engine = Engine(config)
-    except Exception as error:  # the harness shows this with the engine's log tail
-        reply({"ready": False, "error": f"{type(error).__name__}: {error}", "traceback": traceback.format_exc()})
-        return
-    reply({"ready": True, "protocol": PROTOCOL, "engine": engine.describe()})
-    for line in sys.stdin:
-        message = json.loads(line)
-        if message.get("op") == "shutdown":
-            break
-        try:
-            if (
-                message.get("op") == "next_token_logprobs"
-            ):  # the fixtures' check (suites/unit/test_llamacpp_fixtures.py)
-                results = engine.next_token_logprobs(message["prompts"], int(message["vocab_size"]))
-            else:
-                results = engine.decode(message["requests"])
-            reply({"id": message.get("id"), "results": results, "evidence": engine.take_evidence()})
-        except Exception as error:  # the server's state after a failed call is unknown: exit, the next call restarts
-            error_text = f"{type(error).__name__}: {error}"
-            reply({"id": message.get("id"), "error": error_text, "traceback": traceback.format_exc(), "fatal": True})
-            break
+    serve(
+        Engine,
+        {
+            "decode": lambda engine, message: engine.decode(message["requests"]),
+            # the fixtures' check (suites/unit/test_llamacpp_fixtures.py)
+            "next_token_logprobs": lambda engine, message: engine.next_token_logprobs(
+                message["prompts"], int(message["vocab_size"])
+            ),
+        },
+    )
 
 
 if __name__ == "__main__":

@@ -1,9 +1,10 @@
 """Bugs the suites found in vLLM (write-ups in docs/findings/), with the tests each one fails and the signature
-that tells its failure from another bug's (harness/subjects/engines/vllm_signatures.py)."""
+that tells its failure from another bug's (harness/subjects/engines/vllm/signatures.py)."""
 
 from __future__ import annotations
 
-from harness.subjects.engines import vllm_signatures as signatures
+import harness.subjects.engines.vllm.signatures as signatures
+from harness.subjects.engines.findings import Finding
 from harness.subjects.engines.watched_tests import (
     BATCH_ALONE,
     CHUNKED,
@@ -15,7 +16,6 @@ from harness.subjects.engines.watched_tests import (
     RANDOM_REJECTIONS,
     RNG_ISOLATION,
 )
-from harness.subjects.findings import Finding
 
 ENGINE_CONFORMANCE_BUT_SHARED = tuple(test for test in ENGINE_CONFORMANCE if test != PREFIX_SHARED)
 
@@ -145,7 +145,7 @@ PROBABILISTIC_DRAFTS_IGNORE_THE_REQUEST_SEED = Finding(
     explains=signatures.sampled_drafts_not_seeded,
 )
 
-VLLM_FINDINGS = (
+FINDINGS = (
     CPU_EXPAND_KERNEL,
     DRAFTER_SKIPPED_FOR_THE_WHOLE_BATCH,
     POSITION_ZERO_EMBEDDING_MASKED,

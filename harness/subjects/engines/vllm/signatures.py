@@ -1,5 +1,5 @@
 """What each vLLM finding's failure looks like: predicates over a failed case's records and message
-(harness/subjects/findings.py FailedCase). A failure the predicate of no watching finding accepts is a failure.
+(harness/subjects/engines/findings.py FailedCase). A failure the predicate of no watching finding accepts is a failure.
 
 Each predicate accepts only what its bug can produce, so that a different bug in the same test fails:
 - the CPU expand kernel: a rejected sampling case whose first output token follows the target (the plain sampler
@@ -13,7 +13,7 @@ Each predicate accepts only what its bug can produce, so that a different bug in
   its batch (the record cannot tell it from another RNG bug of the draft path; its reproducer can);
 - position 0, GLM-4.5's pre-norm hand-over and the chunked prefill's last prompt token: the engine's drafts equal
   those of the harness's proposer computing the MTP layer as the findings describe it (the chunk ends as the engine
-  reported them; harness/subjects/engines/vllm_drafting.py).
+  reported them; harness/subjects/engines/vllm/drafting.py).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from harness.subjects.findings import FailedCase
+from harness.subjects.engines.findings import FailedCase
 
 OUT_OF_BOUNDS = re.compile(r"index -?\d+ is out of bounds for dimension \d+ with size \d+")
 DRAFTER_SKIP = "vllm-drafter-skipped-for-the-whole-batch-near-max-model-len"
@@ -158,7 +158,7 @@ def _explain_mismatches(conformance: Mapping[str, Any], case: FailedCase) -> fro
     }
     chunked = CHUNK_END_TOKEN in case.watched_by and any(r.get("prefill_chunk_ends") for r in requests)
     if left and (any(described.values()) or chunked):
-        from harness.subjects.engines.vllm_drafting import drafts_as_described
+        from harness.subjects.engines.vllm.drafting import drafts_as_described
 
         passes = [(committed_prefix(requests[m["request"]], m["start"]), len(m["drafts"])) for m in left]
         fed = [

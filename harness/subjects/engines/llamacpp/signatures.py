@@ -1,5 +1,5 @@
 """What each llama.cpp finding's failure looks like: predicates over a failed case's records and message
-(harness/subjects/findings.py FailedCase). A failure the predicate of no watching finding accepts is a failure.
+(harness/subjects/engines/findings.py FailedCase). A failure the predicate of no watching finding accepts is a failure.
 
 - accepted tokens dropped at the context end: an output that is a proper prefix of what it should be, ending
   within k + 1 tokens of the context (prompt + output + k + 1 >= the model's context), where the request asked
@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from harness.subjects.findings import FailedCase
+from harness.subjects.engines.findings import FailedCase
 
 # Drafts of the first prompt token's phantom entry differ from the checkpoint's in 1% (tiny-glm4-moe, k = 1) to
 # 18% (tiny-qwen3-next, k = 3) of the passes measured on 2026-12-01; a broken drafter mismatches most passes.

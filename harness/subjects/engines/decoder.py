@@ -1,0 +1,149 @@
+"""What every out-of-process engine's decoder does, whatever the engine: its engine processes (one per k and draft
+mode, started on first use, kept for the decoder's lifetime: harness/subjects/engines/process.py), the wire calls to
+them, the capabilities it lacks without speculation or under a deployed configuration, the findings' fixes put into
+its processes under --engine-fixes (and checked applied), its deployed configurations as variants of the subject
+(`configured(name)`, `without_speculation()`) and the engine's own counters of what it did (`take_evidence()`).
+
+An engine's package subclasses `EngineDecoder` with what only that engine knows: which dtypes and models it serves
+(`check_bundle`), the configuration its server builds the engine from (`server_config`), the environment variables
+its process needs (`server_env`), and its own operations (log-probabilities, scoring).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from types import MappingProxyType
+from typing import TYPE_CHECKING
+
+from harness.contract.decoder import DecodeRequest, DecodeResult
+from harness.contract.run_options import EngineOptions
+from harness.decoding.batch import decode_in_groups
+from harness.subjects.engines.environments import flavour_of
+from harness.subjects.engines.process import EngineError, EnginePool, EngineProcess
+
+if TYPE_CHECKING:
+    from harness.models.loading import ModelBundle
+    from harness.subjects.engines.engine import Engine
+
+EngineKey = tuple[int, str]  # (k, draft mode) of an engine process; (0, "greedy") without speculation
+DRAFTING = ("num_draft_tokens", "draft_mode", "forced_drafts")  # what a decoder without speculation cannot serve
+FIXES_VARIABLE = "MTP_HARNESS_ENGINE_FIXES"  # the finding slugs whose fix the engine process applies (comma-separated)
+
+
+def engine_threads() -> int:
+    """The threads an engine process computes with (MTP_HARNESS_ENGINE_THREADS, default 1): it shares the machine with
+    the harness and other engines."""
+    return int(os.environ.get("MTP_HARNESS_ENGINE_THREADS", "1"))
+
+
+class EngineDecoder:
+    """An engine subject: `engine`'s decoder that speculates (or not, speculative=False) on `bundle`'s model, under
+    the run's engine options (deployed configuration, fixes, the engine's own arguments)."""
+
+    drafts_from = 1  # the engines' prefill samples output token 0 without drafts
+    # what the engine cannot serve even with speculation, and why; request field -> the values it serves with it
+    speculative_lacks: Mapping[str, str] = MappingProxyType({})
+    speculative_serves: Mapping[str, set[object]] = MappingProxyType({})
+
+    def __init__(self, engine: Engine, bundle: ModelBundle, speculative: bool, options: EngineOptions) -> None:
+        self.engine = engine
+        self.configuration = engine.configuration(options.configuration)  # the deployed configuration it runs under
+        self.check_bundle(bundle)
+        self.bundle = bundle
+        self.speculative = speculative
+        self.options = options
+        self.name = engine.decoder_name(speculative)
+        self.flavour = flavour_of(bundle.device)
+        lacks = dict(self.speculative_lacks)
+        if not speculative:
+            lacks |= {field: f"{engine.name} without speculation drafts nothing" for field in DRAFTING}
+        lacks |= self.configuration.lacks
+        self.unsupported = frozenset(lacks)
+        self.why_unsupported = lacks
+        self.serves = dict(self.speculative_serves) if speculative else {}
+        self.pool = EnginePool()
+
+    # --- what an engine's package says ---------------------------------------------------------------------------
+    def check_bundle(self, bundle: ModelBundle) -> None:
+        """Raise a HarnessError when the engine cannot serve this model, dtype or device."""
+
+    def server_config(self, k: int, draft_mode: str) -> dict[str, object]:
+        """The configuration the engine's server builds its engine from (the first line it reads)."""
+        raise NotImplementedError
+
+    def server_env(self) -> dict[str, str]:
+        """Environment variables of the engine's process, besides the harness's own."""
+        return {}
+
+    def check_requests(self, requests: Sequence[DecodeRequest]) -> None:
+        """Raise InvalidRequest for a request the engine cannot serve as asked."""
+
+    @property
+    def context_limit(self) -> int:
+        """The longest prompt + output a request may ask for."""
+        return self.bundle.max_context
+
+    # --- what every engine subject does --------------------------------------------------------------------------
+    @property
+    def engine_configurations(self) -> Mapping[str, object]:
+        return self.engine.configurations
+
+    @property
+    def engine_version(self) -> str | None:
+        return self.engine.environment.installed_version(self.flavour)
+
+    def engine_key(self, request: DecodeRequest) -> EngineKey:
+        return (request.num_draft_tokens, request.draft_mode) if self.speculative else (0, "greedy")
+
+    def decode(self, requests: Sequence[DecodeRequest]) -> list[DecodeResult]:
+        self.check_requests(requests)
+
+        def decode_group(group: list[DecodeRequest], indices: list[int]) -> list[DecodeResult]:
+            return self.process(self.engine_key(group[0])).decode(group)
+
+        return decode_in_groups(requests, self.bundle.vocab_size, self.context_limit, self.engine_key, decode_group)
+
+    def call(self, op: str, fields: Mapping[str, object], about: str) -> object:
+        """One of the engine's own operations, on its process at k = 1 (without speculation: its only one)."""
+        return self.process((1, "greedy") if self.speculative else (0, "greedy")).call(op, fields, about)
+
+    def process(self, key: EngineKey) -> EngineProcess:
+        return self.pool.get(key, lambda: self.start(key))
+
+    def start(self, key: EngineKey) -> EngineProcess:
+        k, draft_mode = key
+        label = f"{self.name}-{self.bundle.name}" + (f"-k{k}-{draft_mode}" if self.speculative else "")
+        label += "" if self.configuration.name == EngineOptions().configuration else f"-{self.configuration.name}"
+        env = self.server_env()
+        if self.options.fixes:  # the fixes' sitecustomize patches the engine as it is imported
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(self.engine.fixes), os.environ.get("PYTHONPATH")]))
+            env[FIXES_VARIABLE] = ",".join(self.options.fixes)
+        python = self.engine.environment.python(self.flavour)
+        process = EngineProcess(python, self.engine.server, self.server_config(k, draft_mode), env, label)
+        applied = tuple(process.info.get("fixes", ()))
+        if self.engine.fixes is not None and applied != self.options.fixes:
+            process.close()
+            raise EngineError(
+                f"engine {label}: asked for the fixes {list(self.options.fixes)}, it applied {list(applied)}"
+            )
+        return process
+
+    def configured(self, configuration: str) -> EngineDecoder:
+        """The same subject (speculation, fixes, arguments) under another deployed configuration, with engines of
+        its own."""
+        return type(self)(
+            self.engine, self.bundle, self.speculative, replace(self.options, configuration=configuration)
+        )
+
+    def without_speculation(self) -> EngineDecoder:
+        """The engine without speculation, with the same configuration, fixes and arguments, with engines of its own."""
+        return type(self)(self.engine, self.bundle, False, self.options)
+
+    def take_evidence(self) -> dict[str, int]:
+        """The engine's own counters of what it did since the last take (configurations.EVIDENCE)."""
+        return self.pool.take_evidence()
+
+    def close(self) -> None:
+        self.pool.close()

@@ -1,0 +1,92 @@
+"""One record per engine: everything the harness knows of an engine, declared once in the engine's own package
+(`harness/subjects/engines/<engine>/__init__.py`, as `ENGINE`) and read by the engine registry
+(harness/subjects/engines/registry.py). The command line, the door, the plugin, the report and triage ask the record;
+nothing else lists an engine's decoders, configurations, findings or arguments.
+
+Light on purpose (no torch): the door and the plugin read the records before anything loads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from harness.contract.errors import HarnessError
+from harness.contract.run_options import DEFAULT_CONFIGURATION, EngineOptions
+from harness.subjects.engines.configurations import EngineConfiguration, configuration_names
+from harness.subjects.engines.environments import EngineEnvironment, flavour_of
+from harness.subjects.engines.findings import Finding
+
+if TYPE_CHECKING:
+    from harness.contract.decoder import Decoder
+    from harness.models.loading import ModelBundle
+
+# (engine, bundle, speculative, options) -> the engine's decoder; an engine package imports its decoder module (torch)
+# inside this function only
+DecoderFactory = Callable[["Engine", "ModelBundle", bool, EngineOptions], "Decoder"]
+# (failure group, run header, file name) -> a greedy failure group's reproducer script that uses the engine alone
+ReproducerWriter = Callable[[dict[str, Any], dict[str, Any], str], str]
+
+
+@dataclass(frozen=True)
+class Engine:
+    """An engine the harness drives out of process, in its own environment.
+
+    decoders: decoder name -> whether it speculates (`vllm-mtp`: True, `vllm`: False); server: the script its
+    environment's Python runs (it speaks harness/subjects/engines/wire.py); default_dtypes: device type -> the dtype a
+    run uses when --dtype is not given; configurations: its deployed configurations (--engine-config), `default` among
+    them; findings: the bugs found in it; fixes: the folder of its findings' fixes, put on its PYTHONPATH under
+    --engine-fixes (None: a compiled engine, nothing to patch in its process); reproducer: a greedy failure group's
+    script using the engine alone; model_problem: model directory -> why it cannot serve it (checked at the door);
+    scores_sequences: whether it can be its own reference (--reference engine: greedy decoding without speculation and
+    its log-probabilities of given sequences); owned_arguments: its own arguments the harness sets itself (refused
+    from --engine-arg); unserved_arguments: name -> why a value other than 1 or null cannot be served yet."""
+
+    environment: EngineEnvironment
+    decoders: Mapping[str, bool]
+    make_decoder: DecoderFactory
+    server: Path
+    default_dtypes: Mapping[str, str]
+    configurations: Mapping[str, EngineConfiguration]
+    findings: tuple[Finding, ...] = ()
+    fixes: Path | None = None
+    reproducer: ReproducerWriter | None = None
+    model_problem: Callable[[Path], str | None] | None = None
+    scores_sequences: bool = False
+    owned_arguments: tuple[str, ...] = ()
+    unserved_arguments: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if DEFAULT_CONFIGURATION not in self.configurations:
+            raise ValueError(f"engine {self.name!r}: its configurations lack {DEFAULT_CONFIGURATION!r}")
+        if sorted(self.decoders.values()) != [False, True]:
+            raise ValueError(f"engine {self.name!r}: one decoder that speculates and one that does not")
+
+    @property
+    def name(self) -> str:
+        return self.environment.name
+
+    @property
+    def takes_arguments(self) -> bool:
+        return bool(self.owned_arguments)
+
+    def decoder_name(self, speculative: bool) -> str:
+        return next(name for name, speculates in self.decoders.items() if speculates == speculative)
+
+    def configuration(self, name: str) -> EngineConfiguration:
+        """The deployed configuration `name`; a HarnessError names the known ones."""
+        if name not in self.configurations:
+            raise HarnessError(
+                f"{self.name} has no engine configuration {name!r}; known: {configuration_names(self.configurations)}"
+            )
+        return self.configurations[name]
+
+    def version(self, device: str) -> str | None:
+        """The engine version its environment holds for `device` (cpu, cuda, cuda:1), or None when not installed."""
+        return self.environment.installed_version(flavour_of(device))
+
+    def build(self, decoder: str, bundle: ModelBundle, options: EngineOptions) -> Decoder:
+        """The decoder `decoder` (one of `decoders`) for `bundle`, under the engine options of the run."""
+        return self.make_decoder(self, bundle, self.decoders[decoder], options)

@@ -1,0 +1,50 @@
+"""vLLM as an engine subject, everything of it in this package: its environment (environment.py), the decoder the
+suites drive (decoder.py), the server that runs inside vLLM's environment and imports nothing of the harness
+(server.py, with scoring.py: the sampling suite's truth computed from vLLM's full logits under --reference engine),
+its deployed configurations (configurations.py), the arguments a run may pass through (arguments.py), the bugs found
+in it (findings.py) and what their failures look like (signatures.py, with drafting.py: vLLM's MTP drafting as three
+findings describe it), the findings' fixes applied inside its process under --engine-fixes only (fixes/, never
+imported here), and triage's vLLM-alone reproducer (reproducer.py).
+
+`ENGINE` is the record the engine registry (harness/subjects/engines/registry.py) reads.
+
+Imports: harness.contract up to harness.triage, and harness.subjects.engines' shared modules."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from harness.subjects.engines.engine import Engine
+from harness.subjects.engines.vllm.arguments import OWNED_ARGUMENTS, UNSERVED_ARGUMENTS
+from harness.subjects.engines.vllm.configurations import CONFIGURATIONS
+from harness.subjects.engines.vllm.environment import ENVIRONMENT, FIXES, SERVER
+from harness.subjects.engines.vllm.findings import FINDINGS
+from harness.subjects.engines.vllm.reproducer import vllm_reproducer_script
+
+if TYPE_CHECKING:
+    from harness.contract.run_options import EngineOptions
+    from harness.models.loading import ModelBundle
+    from harness.subjects.engines.decoder import EngineDecoder
+
+
+def make_decoder(engine: Engine, bundle: ModelBundle, speculative: bool, options: EngineOptions) -> EngineDecoder:
+    from harness.subjects.engines.vllm.decoder import VLLMDecoder  # torch: only when a decoder is built
+
+    return VLLMDecoder(engine, bundle, speculative, options)
+
+
+ENGINE = Engine(
+    environment=ENVIRONMENT,
+    decoders={"vllm-mtp": True, "vllm": False},
+    make_decoder=make_decoder,
+    server=SERVER,
+    # vLLM has no float64 path: runs without --dtype use float32 on CPU (bf16 on CUDA, as for every decoder)
+    default_dtypes={"cpu": "float32", "cuda": "bfloat16"},
+    configurations=CONFIGURATIONS,
+    findings=FINDINGS,
+    fixes=FIXES,
+    reproducer=vllm_reproducer_script,
+    scores_sequences=True,
+    owned_arguments=OWNED_ARGUMENTS,
+    unserved_arguments=UNSERVED_ARGUMENTS,
+)
