@@ -125,6 +125,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="one of an engine subject's own arguments, passed through as data (repeat it), e.g. quantization=fp8",
     )
     run.add_argument(
+        "--engine-runner",
+        default=None,
+        metavar="NAME",
+        help="an engine subject's model runner (vLLM: v1, v2); default: the one the engine picks on the device (vLLM: "
+        "v1 on CPU, v2 on CUDA)",
+    )
+    run.add_argument(
         "--reference",
         choices=[str(r) for r in Reference],
         default=str(Reference.HARNESS),
@@ -246,6 +253,7 @@ def run(args: argparse.Namespace) -> int:
             engine_config=args.engine_config,
             engine_fixes=args.engine_fixes,
             engine_args=args.engine_arg,
+            engine_runner=args.engine_runner,
             spelling=CLI,
         )
     except HarnessError as error:

@@ -367,6 +367,7 @@ class RunHeader(TypedDict):
     # configuration, fixes ([] : as shipped) and arguments; triage's re-run commands are written from it
     options: dict[str, Any]
     engine: NotRequired[str]  # an out-of-process engine: which build of it ran
+    engine_runner: NotRequired[str]  # and which of its model runners (vLLM: v1 or v2)
     finished: NotRequired[str | None]
     status: NotRequired[str]
     exit_status: NotRequired[int | None]

@@ -40,11 +40,13 @@ class Reference(StrEnum):
 @dataclass(frozen=True)
 class EngineOptions:
     """How an engine subject runs: its deployed configuration, the findings whose documented fix it runs with (sorted
-    slugs; empty: as shipped) and its own arguments, passed through as data (name, value) in the order given."""
+    slugs; empty: as shipped), its own arguments, passed through as data (name, value) in the order given, and the
+    model runner it runs (vLLM: v1 or v2; None for an engine with one)."""
 
     configuration: str = DEFAULT_CONFIGURATION
     fixes: tuple[str, ...] = ()
     arguments: tuple[tuple[str, Scalar], ...] = ()
+    runner: str | None = None
 
     @property
     def argument_values(self) -> dict[str, Scalar]:
@@ -83,6 +85,7 @@ class RunOptions:
             "configuration": self.engine.configuration,
             "fixes": list(self.engine.fixes),
             "arguments": [[name, value] for name, value in self.engine.arguments],
+            "runner": self.engine.runner,
         }
         return record
 
@@ -97,6 +100,7 @@ class RunOptions:
                 configuration=engine.get("configuration", DEFAULT_CONFIGURATION),
                 fixes=tuple(engine.get("fixes", ())),
                 arguments=tuple((str(name), value) for name, value in engine.get("arguments", ())),
+                runner=engine.get("runner"),
             ),
         )
 
@@ -115,6 +119,7 @@ RUN_OPTION_FLAGS = tuple(
         "engine-config",
         "engine-fixes",
         "engine-arg",
+        "engine-runner",
         "prompts",
         "sampling-tv",
     )
@@ -167,6 +172,8 @@ def pytest_arguments(options: RunOptions) -> list[str]:
     if engine.fixes:
         arguments.append(f"{PYTEST_PREFIX}engine-fixes={','.join(engine.fixes)}")
     arguments += [f"{PYTEST_PREFIX}engine-arg={engine_argument_text(n, v)}" for n, v in engine.arguments]
+    if engine.runner is not None:
+        arguments.append(f"{PYTEST_PREFIX}engine-runner={engine.runner}")
     if options.prompts != str(DEFAULT_PROMPTS):
         arguments.append(f"{PYTEST_PREFIX}prompts={options.prompts}")
     if options.sampling_tv is not None:

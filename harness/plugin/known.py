@@ -45,7 +45,9 @@ def watch(config: pytest.Config, items: list[pytest.Item]) -> None:
     model = resolve_model_path(options.model).name
     fixed = frozenset(options.engine.fixes)
     for item in items:
-        found = known_failures(engine.findings, options.decoder, version, flavour, model, item.nodeid, fixed)
+        found = known_failures(
+            engine.findings, options.decoder, version, flavour, model, item.nodeid, fixed, options.engine.runner
+        )
         if found:
             item.stash[WATCHED] = tuple(found)
             test_id = suite_relative(item.nodeid)

@@ -96,6 +96,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--harness-engine-arg quantization=fp8 (vLLM's LLM arguments); the report header records them. The harness's "
         "own settings (model, dtype, speculation, --harness-engine-config's) are refused",
     )
+    option(
+        "engine-runner",
+        default=None,
+        metavar="NAME",
+        help="for an engine subject with a choice of model runner: which (vLLM: v1, v2; on CPU, v2 runs its Triton "
+        "kernels in Triton's interpreter). Default: the one the engine picks itself on the device (vLLM: v1 on CPU, "
+        "v2 on CUDA), named in the report header.",
+    )
     option("prompts", default=RunOptions().prompts, help="prompt fixture file (JSON). Default: fixtures/prompts.json.")
     option(
         "sampling-tv",

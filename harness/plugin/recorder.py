@@ -233,4 +233,6 @@ def pytest_run_header(config: pytest.Config, options: RunOptions, run_id: str) -
         header["engine"] = (
             f"{engine.name} {engine.environment.installed_version(flavour) or 'not installed'} ({flavour})"
         )
+        if options.engine.runner is not None:
+            header["engine_runner"] = options.engine.runner  # the model runner the engine ran (--engine-runner)
     return header

@@ -68,6 +68,8 @@ def counts_table(runs: Sequence[Results]) -> str:
             engine += f", beneath {len(options.engine.fixes)} findings' fixes"
         elif engine:
             engine += ", as shipped"
+        if run.get("engine_runner"):
+            engine += f", runner {run['engine_runner']}"
         if options.engine.configuration != DEFAULT_CONFIGURATION:
             engine += f", configuration {options.engine.configuration}"
         if options.reference is Reference.ENGINE:

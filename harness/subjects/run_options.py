@@ -60,13 +60,15 @@ class Spelling:
     engine_config: str
     engine_fixes: str
     engine_arg: str
+    engine_runner: str
     prompts: str
     sampling_tv: str
 
 
 PYTEST = Spelling(
     *(PYTEST_PREFIX + name for name in ("decoder", "model", "device", "dtype", "budget", "seed", "reference")),
-    *(PYTEST_PREFIX + name for name in ("engine-config", "engine-fixes", "engine-arg", "prompts", "sampling-tv")),
+    *(PYTEST_PREFIX + name for name in ("engine-config", "engine-fixes", "engine-arg", "engine-runner")),
+    *(PYTEST_PREFIX + name for name in ("prompts", "sampling-tv")),
 )
 CLI = Spelling(
     "--decoder",
@@ -79,6 +81,7 @@ CLI = Spelling(
     "--engine-config",
     "--engine-fixes",
     "--engine-arg",
+    "--engine-runner",
     "--harness-prompts",
     "--harness-sampling-tv",
 )
@@ -96,6 +99,7 @@ def read_run_options(
     engine_config: str = DEFAULT_CONFIGURATION,
     engine_fixes: str = NO_FIXES,
     engine_args: list[str] | tuple[str, ...] = (),
+    engine_runner: str | None = None,
     prompts: str | None = None,
     sampling_tv: float | None = None,
     spelling: Spelling = PYTEST,
@@ -136,6 +140,7 @@ def read_run_options(
             configuration=check_engine_configuration(engine_config, decoder, engine, s),
             fixes=check_engine_fixes(engine_fixes, decoder, engine, s),
             arguments=check_engine_arguments(engine_args, decoder, engine, s),
+            runner=check_engine_runner(engine_runner, decoder, engine, device, s),
         ),
         prompts=prompts,
         sampling_tv=sampling_tv,
@@ -294,6 +299,25 @@ def check_engine_fixes(option: str, decoder: str, engine: Engine | None, s: Spel
             f"{NO_FIXES}, {ALL_FIXES}, {', '.join(sorted(known))}"
         )
     return tuple(sorted(wanted))
+
+
+def check_engine_runner(
+    option: str | None, decoder: str, engine: Engine | None, device: str, s: Spelling = PYTEST
+) -> str | None:
+    """--engine-runner: one of the model runners of the decoder's engine (vLLM: v1, v2), available in its installed
+    environment; without it, the runner the engine itself picks on this device, named. None for an engine with no
+    choice of runner."""
+    runners = engine.runners if engine is not None else {}
+    if option is None:
+        return engine.default_runners.get(flavour_of(device)) if engine is not None and runners else None
+    if not runners:
+        raise UsageError(f"{s.engine_runner} {option}: decoder {decoder!r} is not an engine with a choice of runner")
+    if option not in runners:
+        raise UsageError(f"{s.engine_runner} {option}: {engine.name} has no such runner; known: {', '.join(runners)}")
+    problem = engine.runner_problem(engine, flavour_of(device), option) if engine.runner_problem else None
+    if problem:
+        raise UsageError(f"{s.engine_runner} {option}: {problem}")
+    return option
 
 
 def check_engine_arguments(

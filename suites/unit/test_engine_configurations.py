@@ -172,7 +172,8 @@ def test_vllms_scheduler_watch_counts_what_the_scheduler_did_from_its_own_state(
     prefill stopped inside its prompt beside a decoding one, a preemption and a request left waiting."""
     from types import SimpleNamespace as Stub
 
-    from harness.subjects.engines.vllm.server import HARNESS_KEY, SchedulerWatch
+    from harness.subjects.engines.vllm.recorder import HARNESS_KEY
+    from harness.subjects.engines.vllm.server import SchedulerWatch
 
     def request(key, prompt, computed):  # computed: after this step's scheduled tokens
         params = Stub(extra_args={HARNESS_KEY: {"key": key}})

@@ -46,6 +46,7 @@ OPTIONS = st.builds(
         configuration=st.sampled_from(["default", "prefix-cache"]),
         fixes=st.lists(NAMES, max_size=3, unique=True).map(lambda slugs: tuple(sorted(slugs))),
         arguments=st.dictionaries(NAMES, VALUES, max_size=3).map(lambda values: tuple(values.items())),
+        runner=st.sampled_from([None, "v1", "v2"]),
     ),
     sampling_tv=st.one_of(st.none(), st.floats(0.001, 0.9)),
 )
@@ -76,6 +77,7 @@ def test_written_back_and_read_again_the_options_are_the_same(options):
     assert (read["harness_engine_config"] or "default") == options.engine.configuration
     fixes = read["harness_engine_fixes"]
     assert tuple(fixes.split(",") if fixes else ()) == options.engine.fixes
+    assert read["harness_engine_runner"] == options.engine.runner
     assert (float(read["harness_sampling_tv"]) if read["harness_sampling_tv"] else None) == options.sampling_tv
     vllm = engine_of_decoder("vllm-mtp")
     given_arguments = read["harness_engine_arg"] or []

@@ -32,9 +32,10 @@ def bundle():
     return bundle_for(MODEL, "cpu", "float32")
 
 
-@pytest.fixture(scope="module")
-def vllm_mtp(bundle):
-    decoder = make_decoder("vllm-mtp", bundle)
+@pytest.fixture(scope="module", params=["v1", "v2"])
+def vllm_mtp(bundle, request):
+    """vLLM's MTP decoding on each of its model runners (V2 on this CPU: its Triton kernels in Triton's interpreter)."""
+    decoder = make_decoder("vllm-mtp", bundle, EngineOptions(runner=request.param))
     yield decoder
     decoder.close()
 
@@ -66,6 +67,22 @@ def test_forced_drafts_are_rejected_exactly_where_they_were_forced_in_vllms_own_
             assert step.accepted == expected.rejected_at - step.start, f"forced rejection at {expected.rejected_at}"
             happened.add(expected.rejected_at)
     assert happened == {1, 6, 11}
+    [engine] = vllm_mtp.pool._processes.values()
+    assert engine.info["runner"] == vllm_mtp.options.runner
+
+
+def test_unforced_requests_decode_the_target_only_reference_on_either_runner(bundle, vllm_mtp):
+    prompts = load_prompts()[:4]
+    requests = [
+        DecodeRequest(tuple(p.encode(bundle.tokenizer)), 16, num_draft_tokens=2, eos_token_ids=bundle.eos_token_ids)
+        for p in prompts
+    ]
+    results = vllm_mtp.decode(requests)
+    reference = TargetOnlyDecoder(bundle).decode(requests)
+    assert [r.token_ids for r in results] == [r.token_ids for r in reference]
+    for result in results:  # every pass verified k drafts or none, and its tokens are the output's
+        assert [t for step in result.steps for t in step.emitted] == list(result.token_ids)
+        assert all(len(step.drafts) in (0, 2) and step.accepted <= len(step.drafts) for step in result.steps)
 
 
 def test_plain_vllm_greedy_equals_the_harness_target_only_reference(bundle):

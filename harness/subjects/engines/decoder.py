@@ -116,6 +116,7 @@ class EngineDecoder:
         k, draft_mode = key
         label = f"{self.name}-{self.bundle.name}" + (f"-k{k}-{draft_mode}" if self.speculative else "")
         label += "" if self.configuration.name == EngineOptions().configuration else f"-{self.configuration.name}"
+        label += f"-{self.options.runner}" if self.options.runner else ""
         env = self.server_env()
         if self.options.fixes:  # the fixes' sitecustomize patches the engine as it is imported
             env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(self.engine.fixes), os.environ.get("PYTHONPATH")]))
@@ -128,6 +129,10 @@ class EngineDecoder:
             raise EngineError(
                 f"engine {label}: asked for the fixes {list(self.options.fixes)}, it applied {list(applied)}"
             )
+        if self.options.runner is not None and process.info.get("runner") != self.options.runner:
+            process.close()
+            ran = process.info.get("runner")
+            raise EngineError(f"engine {label}: asked for model runner {self.options.runner}, it runs {ran}")
         return process
 
     def configured(self, configuration: str) -> EngineDecoder:

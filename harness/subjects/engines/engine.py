@@ -42,7 +42,10 @@ class Engine:
     script using the engine alone; model_problem: model directory -> why it cannot serve it (checked at the door);
     scores_sequences: whether it can be its own reference (--reference engine: greedy decoding without speculation and
     its log-probabilities of given sequences); owned_arguments: its own arguments the harness sets itself (refused
-    from --engine-arg); unserved_arguments: name -> why a value other than 1 or null cannot be served yet."""
+    from --engine-arg); unserved_arguments: name -> why a value other than 1 or null cannot be served yet; runners:
+    the model runners a run may choose (--engine-runner), name -> what it is; default_runners: flavour -> the runner
+    the engine itself picks there (what a run without --engine-runner gets, named explicitly); runner_problem:
+    (engine, flavour, runner) -> why that runner cannot run in the installed environment (checked at the door)."""
 
     environment: EngineEnvironment
     decoders: Mapping[str, bool]
@@ -57,12 +60,17 @@ class Engine:
     scores_sequences: bool = False
     owned_arguments: tuple[str, ...] = ()
     unserved_arguments: Mapping[str, str] = field(default_factory=dict)
+    runners: Mapping[str, str] = field(default_factory=dict)
+    default_runners: Mapping[str, str] = field(default_factory=dict)
+    runner_problem: Callable[[Engine, str, str], str | None] | None = None
 
     def __post_init__(self) -> None:
         if DEFAULT_CONFIGURATION not in self.configurations:
             raise ValueError(f"engine {self.name!r}: its configurations lack {DEFAULT_CONFIGURATION!r}")
         if sorted(self.decoders.values()) != [False, True]:
             raise ValueError(f"engine {self.name!r}: one decoder that speculates and one that does not")
+        if not set(self.default_runners.values()) <= set(self.runners):
+            raise ValueError(f"engine {self.name!r}: a default runner it does not declare")
 
     @property
     def name(self) -> str:

@@ -56,13 +56,17 @@ class Finding:
     passing: dict[str, tuple[str, ...]] = field(default_factory=dict)  # exceptions: in `failing`, yet pass
     # tests whose failure depends on random draws: watched (a failure must be explained), but a pass proves no fix
     may_fail: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # the engine's model runners it was shown on (vLLM: v1, v2); empty for an engine with no choice of runner. On a
+    # runner it was not shown on, it watches nothing: a failure there is a failure until its reproducer shows the bug
+    runners: tuple[str, ...] = ()
 
     @property
     def document(self) -> str:
         return f"{FINDINGS_DIR}/{self.slug}.md"
 
-    def applies(self, decoder: str, version: str | None, flavour: str) -> bool:
-        return decoder in self.decoders and version in self.versions and flavour in self.flavours
+    def applies(self, decoder: str, version: str | None, flavour: str, runner: str | None = None) -> bool:
+        shown_on_runner = not self.runners or runner in self.runners
+        return decoder in self.decoders and version in self.versions and flavour in self.flavours and shown_on_runner
 
     def fails(self, model: str, test_id: str) -> bool:
         """Does the bug make this test fail (or, for a `may_fail` test, can it)?"""
@@ -98,12 +102,15 @@ def known_failures(
     model: str,
     nodeid: str,
     fixed: frozenset[str] = frozenset(),
+    runner: str | None = None,
 ) -> list[Finding]:
-    """The findings that make test `nodeid` fail for this decoder, engine version, flavour and model, leaving out
-    those whose fix the engine runs with (`fixed`: slugs)."""
+    """The findings that make test `nodeid` fail for this decoder, engine version, flavour, model runner and model,
+    leaving out those whose fix the engine runs with (`fixed`: slugs)."""
     test_id = suite_relative(nodeid)
     return [
-        f for f in findings if f.slug not in fixed and f.applies(decoder, version, flavour) and f.fails(model, test_id)
+        f
+        for f in findings
+        if f.slug not in fixed and f.applies(decoder, version, flavour, runner) and f.fails(model, test_id)
     ]
 
 

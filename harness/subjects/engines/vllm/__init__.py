@@ -1,6 +1,8 @@
 """vLLM as an engine subject, everything of it in this package: its environment (environment.py), the decoder the
 suites drive (decoder.py), the server that runs inside vLLM's environment and imports nothing of the harness
-(server.py, with scoring.py: the sampling suite's truth computed from vLLM's full logits under --reference engine),
+(server.py, with recorder.py: forced drafts and per-pass records on Model Runner V1 or V2, cpu_triton.py: what V2
+needs to start on a CPU, and scoring.py: the sampling suite's truth computed from vLLM's full logits under
+--reference engine),
 its deployed configurations (configurations.py), the arguments a run may pass through (arguments.py), the bugs found
 in it (findings.py) and what their failures look like (signatures.py, with drafting.py: vLLM's MTP drafting as three
 findings describe it), the findings' fixes applied inside its process under --engine-fixes only (fixes/, never
@@ -17,7 +19,14 @@ from typing import TYPE_CHECKING
 from harness.subjects.engines.engine import Engine
 from harness.subjects.engines.vllm.arguments import OWNED_ARGUMENTS, UNSERVED_ARGUMENTS
 from harness.subjects.engines.vllm.configurations import CONFIGURATIONS
-from harness.subjects.engines.vllm.environment import ENVIRONMENT, FIXES, SERVER
+from harness.subjects.engines.vllm.environment import (
+    DEFAULT_RUNNERS,
+    ENVIRONMENT,
+    FIXES,
+    RUNNERS,
+    SERVER,
+    model_runner_problem,
+)
 from harness.subjects.engines.vllm.findings import FINDINGS
 from harness.subjects.engines.vllm.reproducer import vllm_reproducer_script
 
@@ -47,4 +56,7 @@ ENGINE = Engine(
     scores_sequences=True,
     owned_arguments=OWNED_ARGUMENTS,
     unserved_arguments=UNSERVED_ARGUMENTS,
+    runners=RUNNERS,
+    default_runners=DEFAULT_RUNNERS,
+    runner_problem=model_runner_problem,
 )

@@ -88,8 +88,11 @@ class VLLMDecoder(EngineDecoder):
             "seed": 0,
             **self.configuration.settings,
             # CPU: eager (compiling every engine would take minutes on a small runner); CUDA: compiled with
-            # CUDA graphs, as deployed
-            "enforce_eager": self.flavour == "cpu",
+            # CUDA graphs, as deployed, but for Model Runner V2, whose drafting and verification the hooks wrap run
+            # inside the graphs it captures
+            "enforce_eager": self.flavour == "cpu" or self.options.runner == "v2",
+            "runner": self.options.runner,
+            "platform": self.flavour,
             "engine_args": self.options.argument_values,  # vLLM's own arguments, as given (--engine-arg)
         }
 

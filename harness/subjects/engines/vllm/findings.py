@@ -17,6 +17,8 @@ from harness.subjects.engines.watched_tests import (
     RNG_ISOLATION,
 )
 
+# the model runners each finding's reproducer shows it on (docs/findings/<slug>.py --runner)
+SHOWN_ON = ("v1",)
 ENGINE_CONFORMANCE_BUT_SHARED = tuple(test for test in ENGINE_CONFORMANCE if test != PREFIX_SHARED)
 
 CPU_EXPAND_KERNEL = Finding(
@@ -26,6 +28,7 @@ CPU_EXPAND_KERNEL = Finding(
     engine="vllm",
     decoders=("vllm-mtp",),
     versions=("0.32.0",),
+    runners=SHOWN_ON,
     flavours=("cpu",),
     failing={"*": ("sampling/test_target_distribution.py::*", f"{RNG_ISOLATION}[*]", *ENGINE_SEEDED)},
     signature="a rejected sampling case whose first output token follows the target's law (vLLM's plain sampler "
@@ -46,6 +49,7 @@ DRAFTER_SKIPPED_FOR_THE_WHOLE_BATCH = Finding(
     engine="vllm",
     decoders=("vllm-mtp",),
     versions=("0.32.0",),
+    runners=SHOWN_ON,
     flavours=("cpu",),  # measured on CPU; the CUDA nightly shows whether the same tests fail there
     failing={
         "*": (
@@ -90,6 +94,7 @@ POSITION_ZERO_EMBEDDING_MASKED = Finding(
     engine="vllm",
     decoders=("vllm-mtp",),
     versions=("0.32.0",),
+    runners=SHOWN_ON,
     flavours=("cpu",),  # measured on CPU; the CUDA nightly shows whether the same tests fail there
     # the engine suite's draft conformance under each configuration; on tiny-mimo the prompts sharing a long prefix
     # happen to draft clear of position 0's entry
@@ -107,6 +112,7 @@ GLM4_MOE_MTP_RECYCLES_PRE_NORM_HIDDEN = Finding(
     engine="vllm",
     decoders=("vllm-mtp",),
     versions=("0.32.0",),
+    runners=SHOWN_ON,
     flavours=("cpu",),  # measured on CPU; the CUDA nightly shows whether the same tests fail there
     failing={"tiny-glm4-moe": (*(f"{CONFORMANCE}[k{k}]" for k in (2, 3)), *ENGINE_CONFORMANCE)},
 )
@@ -123,6 +129,7 @@ CHUNKED_PREFILL_FEEDS_THE_LAST_PROMPT_TOKEN = Finding(
     engine="vllm",
     decoders=("vllm-mtp",),
     versions=("0.32.0",),
+    runners=SHOWN_ON,
     flavours=("cpu",),  # measured on CPU; the proposer code is shared with CUDA
     failing={"*": (CHUNKED,)},
     # any suite run under `--engine-config chunked-prefill`: the invariants' draft conformance meets the bug where a
@@ -137,6 +144,7 @@ PROBABILISTIC_DRAFTS_IGNORE_THE_REQUEST_SEED = Finding(
     engine="vllm",
     decoders=("vllm-mtp",),
     versions=("0.32.0",),
+    runners=SHOWN_ON,
     flavours=("cpu",),  # measured on CPU beneath the expand-kernel fix; the code is shared with CUDA
     failing={"*": tuple(f"{RNG_ISOLATION}[k{k}-sample]" for k in (1, 2, 3, 4))},
     signature="a seeded sampled request with sampled drafts (draft_mode 'sample') whose output changes with its "

@@ -52,25 +52,30 @@ class ScoringHook:
         self.results: dict[str, dict] = {}  # request key -> what was computed (per chunk, merged)
         self.largest_mismatch = 0.0  # |vLLM's prompt logprob - log-softmax of the hook's logits|, over every row
 
-    def install(self, worker) -> None:  # noqa: ANN001 - vLLM's worker (wrapper)
+    def install(self, worker, extra_args) -> None:  # noqa: ANN001 - vLLM's worker (wrapper); req_id -> extra_args
         import torch
 
-        sampling = harness_module("harness.decoding.sampling")
-        contract = harness_module("harness.contract.decoder")
-        kernels = harness_module("harness.stats.kernels")
+        modules = (
+            torch,
+            harness_module("harness.contract.decoder"),
+            harness_module("harness.decoding.sampling"),
+            harness_module("harness.stats.kernels"),
+        )
         runner = worker.model_runner
+        if hasattr(runner, "prompt_logprobs_worker"):  # Model Runner V2
+            self.install_on_runner_v2(runner, extra_args, modules)
+            return
         original = runner._get_prompt_logprobs_dict
 
         def scored_prompt_logprobs(hidden_states, num_scheduled_tokens):  # noqa: ANN001
             chunks = []
             for req_id in list(runner.num_prompt_logprobs):
-                request = runner.requests[req_id]
-                extra = getattr(request.sampling_params, "extra_args", None) or {}
-                asked = extra.get(HARNESS_SCORE)
+                asked = extra_args(req_id).get(HARNESS_SCORE)
                 num_tokens = num_scheduled_tokens.get(req_id)
                 if asked is None or num_tokens is None:
                     continue
                 # the rows vLLM's own code below takes for this request's chunk (gpu_model_runner.py)
+                request = runner.requests[req_id]
                 start = request.num_computed_tokens
                 count = min(num_tokens, len(request.prompt_token_ids) - (start + 1))
                 if count <= 0:
@@ -82,10 +87,41 @@ class ScoringHook:
                     chunks.append((asked, start, logits.double()))
             output = original(hidden_states, num_scheduled_tokens)
             for asked, start, logits in chunks:
-                self.score(asked, start, logits, torch, contract, sampling, kernels)
+                self.score(asked, start, logits, *modules)
             return output
 
         runner._get_prompt_logprobs_dict = scored_prompt_logprobs
+
+    def install_on_runner_v2(self, runner, extra_args, modules) -> None:  # noqa: ANN001
+        """Model Runner V2 computes prompt log-probabilities in its prompt_logprobs_worker, from the whole step's
+        hidden states (vllm/v1/worker/gpu/sample/prompt_logprob.py compute_prompt_logprobs)."""
+        torch = modules[0]
+        worker = runner.prompt_logprobs_worker
+        original = worker.compute_prompt_logprobs
+
+        def scored(logits_fn, hidden_states, input_batch, all_token_ids, num_computed_tokens, prompt_lens):  # noqa: ANN001
+            chunks = []
+            for i, req_id in enumerate(input_batch.req_ids):
+                asked = extra_args(req_id).get(HARNESS_SCORE)
+                if asked is None:
+                    continue
+                # the rows V2's own code takes for this request's chunk
+                start = int(input_batch.num_computed_prefill_tokens_np[i])
+                prompt_length = int(prompt_lens[int(input_batch.idx_mapping_np[i])])
+                count = min(int(input_batch.num_scheduled_tokens[i]), prompt_length - (start + 1))
+                if count <= 0:
+                    continue
+                offset = int(input_batch.query_start_loc_np[i])
+                with torch.no_grad():
+                    logits = logits_fn(hidden_states[offset : offset + count])
+                if logits is not None:
+                    chunks.append((asked, start, logits.double()))
+            output = original(logits_fn, hidden_states, input_batch, all_token_ids, num_computed_tokens, prompt_lens)
+            for asked, start, logits in chunks:
+                self.score(asked, start, logits, *modules)
+            return output
+
+        worker.compute_prompt_logprobs = scored
 
     def score(self, asked: dict, start: int, logits, torch, contract, sampling, kernels) -> None:  # noqa: ANN001
         """One chunk of a scoring request: rows start.. of its logits (row r predicts token r + 1 of the sequence)."""

