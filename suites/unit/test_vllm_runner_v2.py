@@ -1,0 +1,51 @@
+"""vLLM's Model Runner V2 as a subject (--engine-runner v2; on this CPU its Triton kernels run in Triton's
+interpreter): a greedy slice with forced rejections passes on vLLM as shipped, and the same slice catches the
+harness's own V2 hook broken (suites/unit/unforced_v2_hook: the forced draft not applied), so a pass on V2 means the
+forced rejections happened where they were forced. Needs the vLLM environment (.ci/run installs it)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.subjects.engines.vllm.environment import ENVIRONMENT as VLLM
+
+pytestmark = [
+    pytest.mark.xdist_group("vllm"),
+    pytest.mark.skipif(
+        VLLM.installed_version("cpu") is None,
+        reason="the vLLM environment is not installed: run `mtp-harness engine install vllm` (.ci/run does)",
+    ),
+]
+SLICE = "natural-01 and k2 and (every-position-separated or last-draft-index-separated)"
+UNFORCED = Path(__file__).parent / "unforced_v2_hook"
+ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
+def v2_run(tmp_path: Path, environment: dict[str, str]) -> dict:
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    command = [sys.executable, "-m", "harness.commands.cli", "run", "--suite", "greedy", "--decoder", "vllm-mtp"]
+    command += ["--model", "tiny-mimo", "--engine-runner", "v2", "-n", "0", "--report-dir", str(tmp_path)]
+    done = subprocess.run(
+        [*command, "--", "-k", SLICE], env=environment, capture_output=True, text=True, timeout=900, cwd=tmp_path
+    )
+    [results] = [json.loads(path.read_text()) for path in tmp_path.glob("*/results.json")]
+    return results | {"exit_status": done.returncode, "log": done.stdout[-3000:]}
+
+
+def test_forced_rejections_on_v2_pass_as_shipped_and_catch_the_hook_that_forces_nothing(tmp_path):
+    shipped = v2_run(tmp_path / "shipped", {**os.environ, **ONE_THREAD})
+    assert shipped["exit_status"] == 0, shipped["log"]
+    assert shipped["run"]["engine_runner"] == "v2" and shipped["run"]["options"]["engine"]["runner"] == "v2"
+    outcomes = [case["outcome"] for case in shipped["cases"]]
+    assert outcomes == ["passed", "passed"], outcomes
+    path = os.pathsep.join(filter(None, [str(UNFORCED), os.environ.get("PYTHONPATH")]))
+    broken = v2_run(tmp_path / "unforced", {**os.environ, **ONE_THREAD, "PYTHONPATH": path})
+    assert broken["exit_status"] == 1, broken["log"]
+    assert [case["outcome"] for case in broken["cases"]] == ["failed", "failed"]
+    assert all("rejections at" in case["message"] for case in broken["cases"]), "the pass records show it"
