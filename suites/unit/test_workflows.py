@@ -300,14 +300,15 @@ def test_nightly_runs_nox_on_a_self_hosted_gpu_runner():
     assert "env.MODEL" in cache["with"]["key"] and cache["if"] == "env.MODEL != ''"
 
 
-def test_nightly_runs_vllm_with_its_cuda_wheel_on_each_fixture_vllm_serves():
+def test_nightly_runs_vllm_with_its_cuda_wheel_on_each_fixture_vllm_serves_on_both_model_runners():
     job = load(NIGHTLY)["jobs"]["vllm"]
     assert job["runs-on"] == ["self-hosted", "linux", "gpu"] and job["strategy"]["max-parallel"] == 1
     assert job["strategy"]["matrix"]["model"] == ["tiny-mimo", "tiny-glm4-moe"]
+    assert job["strategy"]["matrix"]["runner"] == ["v2", "v1"] and job["env"]["RUNNER"] == "${{ matrix.runner }}"
     scripts = [step["run"] for step in job["steps"] if "run" in step]
     assert any("mtp-harness engine install vllm --flavour cuda" in script for script in scripts)
     (run,) = [s for s in scripts if "mtp-harness run" in s]
-    assert '--decoder vllm-mtp --model "$MODEL" --device cuda --dtype bf16' in run
+    assert '--decoder vllm-mtp --model "$MODEL" --device cuda --dtype bf16 --engine-runner "$RUNNER"' in run
 
 
 def test_nightly_runs_vllm_on_a_real_checkpoint_as_its_own_reference_when_one_is_configured():
