@@ -126,6 +126,7 @@ def test_a_failure_groups_command_replays_the_failure_with_every_option_of_the_r
         "configuration": "one-at-a-time",
         "fixes": ["toy-engine-reports-no-build"],
         "arguments": [["corrupt_at", CORRUPTED_POSITION]],
+        "runner": None,  # the toy engine has one runner: none is asked for
     }
     assert (options["decoder"], options["dtype"], options["budget"], options["seed"]) == (
         "toy-mtp",
