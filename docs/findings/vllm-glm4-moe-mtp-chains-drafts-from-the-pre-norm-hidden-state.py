@@ -1,33 +1,39 @@
 """Reproducer (vLLM alone): GLM-4.5's MTP layer hands the next draft step the hidden state *before*
 shared_head.norm, where vLLM's DeepSeek MTP layer hands over the normed one; drafts 2..k change.
 
-    python vllm-glm4-moe-mtp-chains-drafts-from-the-pre-norm-hidden-state.py [MODEL_DIR]
+    python vllm-glm4-moe-mtp-chains-drafts-from-the-pre-norm-hidden-state.py [MODEL_DIR] [--runner v1|v2]
 
 Run it with the Python of a vLLM 0.32.0 environment (`mtp-harness engine install vllm` makes one on CPU).
 MODEL_DIR: a GLM-4.5-style checkpoint (Glm4MoeForCausalLM with MTP layers); default: the harness fixture
-fixtures/models/tiny-glm4-moe. The same prompts are decoded greedily with k = 2 twice in one engine: as
+fixtures/models/tiny-glm4-moe. --runner: vLLM's model runner, v1 (the default, the CPU build's) or v2
+(model_runner.py, beside this file). The same prompts are decoded greedily with k = 2 twice in one engine: as
 shipped, then with Glm4MoeMultiTokenPredictorLayer returning (pre-norm hidden for the logits, normed hidden
 for the next step) exactly as vLLM's DeepSeekMultiTokenPredictorLayer does, and the drafts vLLM verified
-are compared step by step. The first draft of a step never changes; the second does. Exit status 1 and
-`BUG REPRODUCED` when a draft differs; 0 and `not reproduced` when vLLM's own layer already chains from the
-normed hidden state.
+are compared step by step. V1's proposer takes a returned pair as such only for the architectures its
+model_returns_tuple lists, so on v1 GLM-4.5's is listed too; V2's drafter takes any returned pair as (hidden for
+the logits, hidden for the next step) itself. The first draft of a step never changes; the second does. Exit
+status 1 and `BUG REPRODUCED` when a draft differs; 0 and `not reproduced` when vLLM's own layer already chains
+from the normed hidden state.
 """
 
 import os
 import sys
 from pathlib import Path
 
+import model_runner
+
+ARGS = model_runner.start(default_model=Path(__file__).parents[2] / "fixtures" / "models" / "tiny-glm4-moe")
 os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "nobind")
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 
-import torch
-from tokenizers import Tokenizer
-from vllm import LLM, SamplingParams
-from vllm.model_executor.models import glm4_moe_mtp
-from vllm.v1.spec_decode import llm_base_proposer
+import torch  # noqa: E402 - after the model runner is prepared
+from tokenizers import Tokenizer  # noqa: E402
+from vllm import LLM, SamplingParams  # noqa: E402
+from vllm.model_executor.models import glm4_moe_mtp  # noqa: E402
+from vllm.v1.spec_decode import llm_base_proposer  # noqa: E402 - Model Runner V1's proposer
 
-MODEL = sys.argv[1] if len(sys.argv) > 1 else str(Path(__file__).parents[2] / "fixtures" / "models" / "tiny-glm4-moe")
+MODEL = ARGS.model
 TEXTS = [
     "The import statement is used to",
     "When a class definition is executed, the",
@@ -52,18 +58,8 @@ llm = LLM(
     enable_prefix_caching=False,  # both runs compute every MTP cache entry afresh
     speculative_config={"method": "mtp", "num_speculative_tokens": 2},
 )
-drafts: dict[str, list[list[int]]] = {}  # request id -> drafts per verify step
-
-
-def record_drafts(worker) -> None:  # noqa: ANN001 - runs inside vLLM's worker
-    execute_model = worker.model_runner.execute_model
-
-    def recorded(scheduler_output, *args, **kwargs):  # noqa: ANN001
-        for request_id, tokens in scheduler_output.scheduled_spec_decode_tokens.items():
-            drafts.setdefault(request_id.split("-")[0], []).append(list(tokens))
-        return execute_model(scheduler_output, *args, **kwargs)
-
-    worker.model_runner.execute_model = recorded
+model_runner.confirm(llm, ARGS.runner)
+drafts: dict[str, list[list[int]]] = {}  # request number -> drafts per verify step
 
 
 def decode() -> dict[int, list[list[int]]]:
@@ -98,10 +94,13 @@ def returns_tuple(self) -> bool:  # noqa: ANN001 - the proposer then reads the s
     return self.method == "mtp"
 
 
-llm.collective_rpc(record_drafts)
+model_runner.record_verified_drafts(
+    llm, ARGS.runner, lambda request_id, tokens: drafts.setdefault(request_id.split("-")[0], []).append(tokens)
+)
 shipped = decode()
 glm4_moe_mtp.Glm4MoeMultiTokenPredictorLayer.forward = forward_recycling_the_normed_hidden
-llm_base_proposer.SpecDecodeBaseProposer.model_returns_tuple = returns_tuple
+if ARGS.runner == "v1":  # V2's drafter (TargetDependentARSpeculator._run_model) unpacks a returned pair by itself
+    llm_base_proposer.SpecDecodeBaseProposer.model_returns_tuple = returns_tuple
 normed = decode()
 steps = sum(len(v) for v in shipped.values())
 differ = [

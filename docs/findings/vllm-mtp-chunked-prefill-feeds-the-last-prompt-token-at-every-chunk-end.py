@@ -2,17 +2,19 @@
 prefill chunk that ends inside the prompt, so a request whose prompt was split drafts otherwise than the same request
 prefilled whole.
 
-    python vllm-mtp-chunked-prefill-feeds-the-last-prompt-token-at-every-chunk-end.py [MODEL_DIR]
+    python vllm-mtp-chunked-prefill-feeds-the-last-prompt-token-at-every-chunk-end.py [MODEL_DIR] [--runner v1|v2]
 
 Run it with the Python of a vLLM 0.32.0 environment (`mtp-harness engine install vllm` makes one on CPU).
 MODEL_DIR: a checkpoint with MTP layers (MiMo, GLM-4.5, DeepSeek-V3 style); default: the harness fixture
-fixtures/models/tiny-mimo. One engine, chunked prefill with a budget of 32 tokens a step, prefix caching off, k = 2,
+fixtures/models/tiny-mimo. --runner: vLLM's model runner, v1 (the default, the CPU build's) or v2 (model_runner.py,
+beside this file). One engine, chunked prefill with a budget of 32 tokens a step, prefix caching off, k = 2,
 greedy. Each prompt fixture of up to 32 tokens (fixtures/prompts.json, read as data) is decoded alone (its prompt
 fits one step: prefilled whole), then all of them as one batch behind a long prompt that takes most of the first
 two steps' budget (their prompts are then prefilled in chunks, split at many positions). A greedy draft is a
 function of the committed prefix, so a request's drafts must not depend on how its prompt was prefilled. Exit
 status 1 and `BUG REPRODUCED` when the drafts of a request differ between the two decodes; 0 and `not reproduced`
 when every request drafts the same (the output tokens are the same in both, as greedy verification guarantees).
+It counts the calls of V1's proposer step at fault (SpecDecodeBaseProposer.prepare_next_token_ids_padded).
 """
 
 import json
@@ -20,14 +22,18 @@ import os
 import sys
 from pathlib import Path
 
+import model_runner
+
+ARGS = model_runner.start(default_model=Path(__file__).parents[2] / "fixtures" / "models" / "tiny-mimo")
 os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "nobind")
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 
-from tokenizers import Tokenizer
-from vllm import LLM, SamplingParams
+from tokenizers import Tokenizer  # noqa: E402 - after the model runner is prepared
+from vllm import LLM, SamplingParams  # noqa: E402
+from vllm.v1.spec_decode import llm_base_proposer  # noqa: E402 - Model Runner V1's proposer
 
-MODEL = sys.argv[1] if len(sys.argv) > 1 else str(Path(__file__).parents[2] / "fixtures" / "models" / "tiny-mimo")
+MODEL = ARGS.model
 PROMPTS = Path(__file__).parents[2] / "fixtures" / "prompts.json"  # the harness's prompt fixtures, read as data
 BUDGET = 32  # tokens a step
 
@@ -36,6 +42,7 @@ fixtures = json.loads(PROMPTS.read_text())["prompts"]
 encoded = [f["token_ids"] if "token_ids" in f else tokenizer.encode(f["text"]).ids for f in fixtures]
 short = [ids for ids in encoded if len(ids) <= BUDGET]  # prefilled whole when alone
 long = [token for ids in encoded for token in ids][: 2 * BUDGET - 5]  # ahead of them: they start mid-step
+backups = model_runner.counted(llm_base_proposer.SpecDecodeBaseProposer, "prepare_next_token_ids_padded")
 llm = LLM(
     model=MODEL,
     dtype="float32",
@@ -50,16 +57,15 @@ llm = LLM(
     max_num_seqs=8,
     speculative_config={"method": "mtp", "num_speculative_tokens": 2},
 )
+model_runner.confirm(llm, ARGS.runner)
 drafts: dict[int, list[list[int]]] = {}  # request number -> the drafts of each verification pass
 chunks: dict[int, list[int]] = {}  # request number -> prompt tokens scheduled at each step of its prefill
 
 
-def record(worker) -> None:  # noqa: ANN001 - runs inside vLLM's worker
+def record_chunks(worker) -> None:  # noqa: ANN001 - runs inside vLLM's worker (the scheduler's output)
     execute_model = worker.model_runner.execute_model
 
     def recorded(scheduler_output, *args, **kwargs):  # noqa: ANN001
-        for request_id, tokens in scheduler_output.scheduled_spec_decode_tokens.items():
-            drafts.setdefault(int(request_id.split("-")[0]), []).append(list(tokens))
         for new in scheduler_output.scheduled_new_reqs:
             chunks[int(new.req_id.split("-")[0])] = [scheduler_output.num_scheduled_tokens[new.req_id]]
         for request_id in scheduler_output.scheduled_cached_reqs.req_ids:
@@ -89,7 +95,10 @@ def decode(prompts: list[list[int]]) -> list[tuple[list[int], list[list[int]], l
     ]
 
 
-llm.collective_rpc(record)
+llm.collective_rpc(record_chunks)
+model_runner.record_verified_drafts(
+    llm, ARGS.runner, lambda request_id, tokens: drafts.setdefault(int(request_id.split("-")[0]), []).append(tokens)
+)
 alone = [decode([prompt])[0] for prompt in short]
 behind_the_long_prompt = decode([list(long), *short])[1:]
 differ = 0
@@ -104,6 +113,15 @@ for index, ((tokens, whole, whole_chunks), (split_tokens, split, split_chunks)) 
         f"behind the long prompt; drafts differ at {len(changed)} of {len(whole)} passes"
         + (f", first at pass {changed[0]}: {whole[changed[0]]} alone, {split[changed[0]]} split" if changed else "")
     )
-print(f"{differ} of {len(short)} requests drafted otherwise when their prompt was prefilled in chunks")
+split = sum(len(split_chunks) > 1 for *_, split_chunks in behind_the_long_prompt)
+print(f"{differ} of {len(short)} requests drafted otherwise when their prompt was prefilled in chunks ({split} split)")
+print(f"V1's prepare_next_token_ids_padded was called {len(backups)} times")
+if not differ and ARGS.runner == "v2" and not backups and split:
+    print(
+        "on Model Runner V2: V1's proposer step is never called (0 calls above); V2's drafter takes the prompt token "
+        "after a chunk that ends inside the prompt (vllm/v1/worker/gpu/input_batch.py, _prepare_prefill_inputs_kernel, "
+        "next_prefill_tokens; vllm/v1/worker/gpu/spec_decode/target_dependent_ar/speculator.py, "
+        "_prepare_prefill_inputs_kernel), so a split prompt drafts as the whole one"
+    )
 print("BUG REPRODUCED" if differ else "not reproduced")
 sys.exit(1 if differ else 0)

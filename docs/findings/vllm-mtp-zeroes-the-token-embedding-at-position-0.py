@@ -1,30 +1,35 @@
 """Reproducer (vLLM alone): vLLM's MTP layer zeroes the token embedding of its position-0 entry, and that one
 cache entry changes later drafts.
 
-    python vllm-mtp-zeroes-the-token-embedding-at-position-0.py [MODEL_DIR]
+    python vllm-mtp-zeroes-the-token-embedding-at-position-0.py [MODEL_DIR] [--runner v1|v2]
 
 Run it with the Python of a vLLM 0.32.0 environment (`mtp-harness engine install vllm` makes one on CPU).
 MODEL_DIR: a GLM-4.5-style checkpoint (Glm4MoeForCausalLM with MTP layers); default: the harness fixture
-fixtures/models/tiny-glm4-moe. The same prompts are decoded greedily with k = 1 twice in one engine: as
-shipped, then with the masking line of Glm4MoeMultiTokenPredictorLayer.forward removed (nothing else
-changed), and the drafts vLLM verified are compared step by step. Exit status 1 and `BUG REPRODUCED` when a
-draft differs; 0 and `not reproduced` when vLLM's own MTP layer computes what the unmasked one does.
+fixtures/models/tiny-glm4-moe. --runner: vLLM's model runner, v1 (the default, the CPU build's) or v2
+(model_runner.py, beside this file; the MTP layer is the same model code on both). The same prompts are decoded
+greedily with k = 1 twice in one engine: as shipped, then with the masking line of
+Glm4MoeMultiTokenPredictorLayer.forward removed (nothing else changed), and the drafts vLLM verified are compared
+step by step. Exit status 1 and `BUG REPRODUCED` when a draft differs; 0 and `not reproduced` when vLLM's own MTP
+layer computes what the unmasked one does.
 """
 
 import os
 import sys
 from pathlib import Path
 
+import model_runner
+
+ARGS = model_runner.start(default_model=Path(__file__).parents[2] / "fixtures" / "models" / "tiny-glm4-moe")
 os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "nobind")
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 
-import torch
-from tokenizers import Tokenizer
-from vllm import LLM, SamplingParams
-from vllm.model_executor.models import glm4_moe_mtp
+import torch  # noqa: E402 - after the model runner is prepared
+from tokenizers import Tokenizer  # noqa: E402
+from vllm import LLM, SamplingParams  # noqa: E402
+from vllm.model_executor.models import glm4_moe_mtp  # noqa: E402
 
-MODEL = sys.argv[1] if len(sys.argv) > 1 else str(Path(__file__).parents[2] / "fixtures" / "models" / "tiny-glm4-moe")
+MODEL = ARGS.model
 TEXTS = [
     "The import statement is used to",
     "When a class definition is executed, the",
@@ -49,18 +54,8 @@ llm = LLM(
     enable_prefix_caching=False,  # both runs compute every MTP cache entry afresh
     speculative_config={"method": "mtp", "num_speculative_tokens": 1},
 )
-drafts: dict[str, list[list[int]]] = {}  # request id -> drafts per verify step
-
-
-def record_drafts(worker) -> None:  # noqa: ANN001 - runs inside vLLM's worker
-    execute_model = worker.model_runner.execute_model
-
-    def recorded(scheduler_output, *args, **kwargs):  # noqa: ANN001
-        for request_id, tokens in scheduler_output.scheduled_spec_decode_tokens.items():
-            drafts.setdefault(request_id.split("-")[0], []).append(list(tokens))
-        return execute_model(scheduler_output, *args, **kwargs)
-
-    worker.model_runner.execute_model = recorded
+model_runner.confirm(llm, ARGS.runner)
+drafts: dict[str, list[list[int]]] = {}  # request number -> drafts per verify step
 
 
 def decode() -> dict[int, list[list[int]]]:
@@ -80,7 +75,9 @@ def forward_without_the_mask(self, input_ids, positions, previous_hidden_states,
     return residual + hidden_states
 
 
-llm.collective_rpc(record_drafts)
+model_runner.record_verified_drafts(
+    llm, ARGS.runner, lambda request_id, tokens: drafts.setdefault(request_id.split("-")[0], []).append(tokens)
+)
 shipped = decode()
 glm4_moe_mtp.Glm4MoeMultiTokenPredictorLayer.forward = forward_without_the_mask
 unmasked = decode()

@@ -2,6 +2,11 @@
 `BUG REPRODUCED` and exits 1 on vLLM as shipped, and prints `not reproduced` and exits 0 with the fix applied
 inside the vLLM process by the mechanism --engine-fixes uses (harness/subjects/engines/vllm/fixes/, through
 PYTHONPATH; vLLM's files untouched). A write-up's Fix section is the fix module's code, verbatim.
+
+On both of vLLM's model runners (the reproducer's --runner): on a runner the finding's record names (its `runners`,
+where its signature watches) the reproducer must say `BUG REPRODUCED` as shipped and `not reproduced` with the fix;
+on a runner it does not name, `not reproduced` as shipped, so the record cannot claim a runner the bug is not on,
+nor leave out one it is on.
 Needs the vLLM environment (`mtp-harness engine install vllm`; .ci/run installs it)."""
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ import pytest
 
 from harness.contract.paths import REPO_ROOT
 from harness.subjects.engines.vllm.environment import ENVIRONMENT as VLLM
-from harness.subjects.engines.vllm.environment import FIXES
+from harness.subjects.engines.vllm.environment import FIXES, RUNNERS
 from harness.subjects.engines.vllm.findings import FINDINGS as VLLM_FINDINGS
 
 pytestmark = [
@@ -25,31 +30,53 @@ needs_vllm = pytest.mark.skipif(
     reason="the vLLM environment is not installed: run `mtp-harness engine install vllm` (.ci/run does)",
 )
 SLUGS = [finding.slug for finding in VLLM_FINDINGS]
+FINDINGS_BY_SLUG = {finding.slug: finding for finding in VLLM_FINDINGS}
 
 
-def run_reproducer(slug: str, fixed: bool) -> subprocess.CompletedProcess:
+def run_reproducer(slug: str, runner: str, fixed: bool) -> subprocess.CompletedProcess:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     if fixed:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(FIXES), os.environ.get("PYTHONPATH")]))
         env["MTP_HARNESS_ENGINE_FIXES"] = slug
     script = REPO_ROOT / "docs" / "findings" / f"{slug}.py"
     return subprocess.run(
-        [str(VLLM.python("cpu")), str(script)], capture_output=True, text=True, timeout=900, env=env, cwd=script.parent
+        [str(VLLM.python("cpu")), str(script), "--runner", runner],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=env,
+        cwd=script.parent,
     )
+
+
+# (slug, runner, fixed): as shipped on both runners; with the fix where the record says the bug is
+RUNS = [
+    pytest.param(finding.slug, runner, fixed, id=f"{finding.slug}-{runner}-{'with-its-fix' if fixed else 'as-shipped'}")
+    for finding in VLLM_FINDINGS
+    for runner in RUNNERS
+    for fixed in (False, True)
+    if not fixed or runner in finding.runners
+]
+
+
+def test_every_finding_names_the_runners_it_was_shown_on():
+    for finding in VLLM_FINDINGS:
+        assert finding.runners and set(finding.runners) <= set(RUNNERS), finding.slug
 
 
 @needs_vllm
 @pytest.mark.xdist_group("reproducers")
-@pytest.mark.parametrize("fixed", [False, True], ids=["as-shipped", "with-its-fix"])
-@pytest.mark.parametrize("slug", SLUGS)
-def test_the_reproducer_says_reproduced_as_shipped_and_not_with_the_fix(slug, fixed):
-    done = run_reproducer(slug, fixed)
+@pytest.mark.parametrize(("slug", "runner", "fixed"), RUNS)
+def test_the_reproducer_says_reproduced_where_its_record_says_and_not_with_the_fix(slug, runner, fixed):
+    done = run_reproducer(slug, runner, fixed)
     verdicts = re.findall(r"^(BUG REPRODUCED|not reproduced)$", done.stdout, re.MULTILINE)
     context = f"exit {done.returncode}\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
-    if fixed:
-        assert (verdicts, done.returncode) == (["not reproduced"], 0), context
-    else:
+    assert f"model runner: {runner}" in done.stdout, context
+    shown_here = runner in FINDINGS_BY_SLUG[slug].runners
+    if shown_here and not fixed:
         assert (verdicts, done.returncode) == (["BUG REPRODUCED"], 1), context
+    else:
+        assert (verdicts, done.returncode) == (["not reproduced"], 0), context
 
 
 @pytest.mark.parametrize("finding", VLLM_FINDINGS, ids=SLUGS)

@@ -17,8 +17,10 @@ from harness.subjects.engines.watched_tests import (
     RNG_ISOLATION,
 )
 
-# the model runners each finding's reproducer shows it on (docs/findings/<slug>.py --runner)
-SHOWN_ON = ("v1",)
+# the model runners each finding's reproducer shows it on (docs/findings/<slug>.py --runner v1|v2): its signature
+# watches only there; suites/unit/test_finding_reproducers.py runs every reproducer on both and holds these to them
+V1_ONLY = ("v1",)  # code of Model Runner V1 (its proposer, its sampler, its batch checks) that V2 does not run
+BOTH_RUNNERS = ("v1", "v2")  # model code (the MTP layers) that both runners call
 ENGINE_CONFORMANCE_BUT_SHARED = tuple(test for test in ENGINE_CONFORMANCE if test != PREFIX_SHARED)
 
 CPU_EXPAND_KERNEL = Finding(
@@ -28,7 +30,7 @@ CPU_EXPAND_KERNEL = Finding(
     engine="vllm",
     decoders=("vllm-mtp",),
     versions=("0.32.0",),
-    runners=SHOWN_ON,
+    runners=V1_ONLY,
     flavours=("cpu",),
     failing={"*": ("sampling/test_target_distribution.py::*", f"{RNG_ISOLATION}[*]", *ENGINE_SEEDED)},
     signature="a rejected sampling case whose first output token follows the target's law (vLLM's plain sampler "
@@ -49,7 +51,7 @@ DRAFTER_SKIPPED_FOR_THE_WHOLE_BATCH = Finding(
     engine="vllm",
     decoders=("vllm-mtp",),
     versions=("0.32.0",),
-    runners=SHOWN_ON,
+    runners=V1_ONLY,
     flavours=("cpu",),  # measured on CPU; the CUDA nightly shows whether the same tests fail there
     failing={
         "*": (
@@ -94,7 +96,7 @@ POSITION_ZERO_EMBEDDING_MASKED = Finding(
     engine="vllm",
     decoders=("vllm-mtp",),
     versions=("0.32.0",),
-    runners=SHOWN_ON,
+    runners=BOTH_RUNNERS,
     flavours=("cpu",),  # measured on CPU; the CUDA nightly shows whether the same tests fail there
     # the engine suite's draft conformance under each configuration; on tiny-mimo the prompts sharing a long prefix
     # happen to draft clear of position 0's entry
@@ -112,7 +114,7 @@ GLM4_MOE_MTP_RECYCLES_PRE_NORM_HIDDEN = Finding(
     engine="vllm",
     decoders=("vllm-mtp",),
     versions=("0.32.0",),
-    runners=SHOWN_ON,
+    runners=BOTH_RUNNERS,
     flavours=("cpu",),  # measured on CPU; the CUDA nightly shows whether the same tests fail there
     failing={"tiny-glm4-moe": (*(f"{CONFORMANCE}[k{k}]" for k in (2, 3)), *ENGINE_CONFORMANCE)},
 )
@@ -129,7 +131,7 @@ CHUNKED_PREFILL_FEEDS_THE_LAST_PROMPT_TOKEN = Finding(
     engine="vllm",
     decoders=("vllm-mtp",),
     versions=("0.32.0",),
-    runners=SHOWN_ON,
+    runners=V1_ONLY,
     flavours=("cpu",),  # measured on CPU; the proposer code is shared with CUDA
     failing={"*": (CHUNKED,)},
     # any suite run under `--engine-config chunked-prefill`: the invariants' draft conformance meets the bug where a
@@ -144,7 +146,7 @@ PROBABILISTIC_DRAFTS_IGNORE_THE_REQUEST_SEED = Finding(
     engine="vllm",
     decoders=("vllm-mtp",),
     versions=("0.32.0",),
-    runners=SHOWN_ON,
+    runners=V1_ONLY,
     flavours=("cpu",),  # measured on CPU beneath the expand-kernel fix; the code is shared with CUDA
     failing={"*": tuple(f"{RNG_ISOLATION}[k{k}-sample]" for k in (1, 2, 3, 4))},
     signature="a seeded sampled request with sampled drafts (draft_mode 'sample') whose output changes with its "
