@@ -216,9 +216,13 @@ def pytest_command(args: argparse.Namespace, options: RunOptions, junit: Path) -
 
 def summarize(junit: Path) -> dict[str, Counter]:
     """Outcome counts per suite (the directory under suites/) from a JUnit XML file; an expected failure (a
-    recorded engine finding, pytest's xfail, which JUnit writes as a skip of type pytest.xfail) is xfailed."""
+    recorded engine finding, pytest's xfail, which JUnit writes as a skip of type pytest.xfail) is xfailed. An
+    interrupted run's JUnit file ends with an empty testcase element (no name, the case that was running): not a
+    case, so not counted."""
     per_suite: dict[str, Counter] = {}
     for case in ElementTree.parse(junit).iter("testcase"):
+        if not case.get("name"):
+            continue
         suite = suite_of_junit(case.get("classname", ""))
         outcome = "passed"
         for child in case:
