@@ -49,3 +49,19 @@ def test_forced_rejections_on_v2_pass_as_shipped_and_catch_the_hook_that_forces_
     assert broken["exit_status"] == 1, broken["log"]
     assert [case["outcome"] for case in broken["cases"]] == ["failed", "failed"]
     assert all("rejections at" in case["message"] for case in broken["cases"]), "the pass records show it"
+
+
+def test_the_cpu_shim_runs_v2s_top_k_top_p_kernel_as_vllms_pytorch_implementation():
+    """Without the shim's tensor loop variable the interpreter stops on the kernel ("'int' object has no attribute
+    'to'"): every request with top_k or top_p failed on V2 on CPU."""
+    script = Path(__file__).with_name("v2_top_k_top_p.py")
+    done = subprocess.run(
+        [str(VLLM.python("cpu")), str(script)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, **ONE_THREAD},
+    )
+    lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    assert done.returncode == 0 and len(lines) == 4, done.stdout[-2000:] + done.stderr[-3000:]
+    assert all(line["equal"] for line in lines), lines

@@ -12,7 +12,12 @@ read when vLLM decorates them at import). What it takes:
   back to bool, which is what the kernel means;
 - the interpreter has no libdevice (its stubs return None): `libdevice.log1p` (the residual of a rejected
   probabilistic draft, vllm/v1/worker/gpu/spec_decode/rejection_sampler_utils.py:876) and `libdevice.isnan`
-  (vllm/v1/worker/gpu/metrics/logits.py:26) get numpy's, elementwise, as a GPU's libdevice computes them.
+  (vllm/v1/worker/gpu/metrics/logits.py:26) get numpy's, elementwise, as a GPU's libdevice computes them;
+- the interpreter runs `tl.range` as Python's range, so its loop variable is a Python int, where compiled Triton
+  makes it a scalar tensor of the bounds' type: `row_id.to(tl.int64)` in V2's top-k/top-p kernel
+  (vllm/v1/sample/ops/topk_topp_triton.py:128, every request with top_k or top_p) raises "'int' object has no
+  attribute 'to'". The loop variable becomes that scalar tensor (int64 when a bound is int64 or does not fit int32,
+  else int32); `tl.static_range`, whose variable is a constexpr when compiled, stays as it is.
 """
 
 from __future__ import annotations
@@ -63,8 +68,27 @@ def enable_model_runner_v2_on_cpu() -> None:
 
         return applied
 
+    patch_lang_core = interpreter._patch_lang_core  # sets the interpreter's tl.range while a kernel runs
+
+    def patch_lang_core_with_tensor_range(lang, scope):  # noqa: ANN001 - triton.language, the interpreter's scope
+        patch_lang_core(lang, scope)
+        python_range = lang.range
+
+        def tensor_range(*bounds, **options):  # tl.range(start, end, step, ...)
+            wide = any(
+                getattr(getattr(bound, "dtype", None), "primitive_bitwidth", 32) > 32
+                or (isinstance(bound, int) and not -(2**31) <= bound < 2**31)
+                for bound in bounds
+            )
+            dtype, numpy_dtype = (tl.int64, np.int64) if wide else (tl.int32, np.int32)
+            for value in python_range(*bounds, **options):
+                yield tl.tensor(interpreter.TensorHandle(np.array([value], dtype=numpy_dtype), dtype), dtype)
+
+        scope.set_attr(lang, "range", tensor_range)
+
     builder.create_masked_store = store_with_bool_mask
     builder.create_masked_load = load_with_bool_mask
     builder.mtp_harness_bool_masks = True
+    interpreter._patch_lang_core = patch_lang_core_with_tensor_range
     libdevice.log1p = elementwise(np.log1p)
     libdevice.isnan = elementwise(np.isnan, tl.int1)
