@@ -9,6 +9,7 @@
     nox -s lint           ruff check + ruff format --check
     nox -s docs           build the documentation site from docs/ (mkdocs, strict: a broken link fails)
     nox -s vllm           install vLLM's own environment, then the suites against vllm-mtp on its fixtures
+    nox -s vllm_v2        the same on vLLM's Model Runner V2 (Triton's interpreter on CPU; smoke, sampling TV 0.2)
     nox -s llamacpp       install llama.cpp's own environment, then the suites against llamacpp-mtp on its fixtures
     nox -s transformers   the suites against transformers' own MTP implementations
 
@@ -108,6 +109,30 @@ def vllm(session: nox.Session) -> None:
                 "mtp-harness", "run", "--decoder", "vllm-mtp", "--model", model, "--engine-fixes", fixes,
                 "--report-dir", report_dir, *session.posargs,
             )  # fmt: skip
+    session.run("mtp-harness", "summarize", *runs)
+
+
+# Model Runner V2 on CPU runs its Triton kernels in Triton's interpreter, about 30 times slower than V1 per case: the
+# sampling family at TV 0.2 (N 294 a law case, ~2,700 sequences a whole-sequence case) is what about 20 minutes allow
+V2_SAMPLING_TV = "0.2"
+
+
+@nox.session
+def vllm_v2(session: nox.Session) -> None:
+    """vLLM's Model Runner V2 (what vLLM runs on CUDA) as the subject on this CPU: every suite against `vllm-mtp
+    --engine-runner v2` on each fixture vLLM serves, as shipped, at the smoke budget with the sampling suite at
+    --harness-sampling-tv 0.2, and the counts of the runs. Options after `--` go to `mtp-harness run`."""
+    install(session)
+    session.run("mtp-harness", "engine", "install", "vllm")
+    runs = []
+    for model in VLLM_MODELS:
+        report_dir = f"reports/nox-vllm-v2-{model}"
+        runs.append(report_dir)
+        session.run(
+            "mtp-harness", "run", "--decoder", "vllm-mtp", "--model", model, "--engine-runner", "v2",
+            "--budget", "smoke", "--report-dir", report_dir, *session.posargs,
+            "--", f"--harness-sampling-tv={V2_SAMPLING_TV}",
+        )  # fmt: skip
     session.run("mtp-harness", "summarize", *runs)
 
 
