@@ -30,7 +30,6 @@ needs_vllm = pytest.mark.skipif(
     reason="the vLLM environment is not installed: run `mtp-harness engine install vllm` (.ci/run does)",
 )
 SLUGS = [finding.slug for finding in VLLM_FINDINGS]
-FINDINGS_BY_SLUG = {finding.slug: finding for finding in VLLM_FINDINGS}
 
 
 def run_reproducer(slug: str, runner: str, fixed: bool) -> subprocess.CompletedProcess:
@@ -49,9 +48,9 @@ def run_reproducer(slug: str, runner: str, fixed: bool) -> subprocess.CompletedP
     )
 
 
-# (slug, runner, fixed): as shipped on both runners; with the fix where the record says the bug is
+# (finding, runner, fixed): as shipped on both runners; with the fix where the record says the bug is
 RUNS = [
-    pytest.param(finding.slug, runner, fixed, id=f"{finding.slug}-{runner}-{'with-its-fix' if fixed else 'as-shipped'}")
+    pytest.param(finding, runner, fixed, id=f"{finding.slug}-{runner}-{'with-its-fix' if fixed else 'as-shipped'}")
     for finding in VLLM_FINDINGS
     for runner in RUNNERS
     for fixed in (False, True)
@@ -66,14 +65,13 @@ def test_every_finding_names_the_runners_it_was_shown_on():
 
 @needs_vllm
 @pytest.mark.xdist_group("reproducers")
-@pytest.mark.parametrize(("slug", "runner", "fixed"), RUNS)
-def test_the_reproducer_says_reproduced_where_its_record_says_and_not_with_the_fix(slug, runner, fixed):
-    done = run_reproducer(slug, runner, fixed)
+@pytest.mark.parametrize(("finding", "runner", "fixed"), RUNS)
+def test_the_reproducer_says_reproduced_where_its_record_says_and_not_with_the_fix(finding, runner, fixed):
+    done = run_reproducer(finding.slug, runner, fixed)
     verdicts = re.findall(r"^(BUG REPRODUCED|not reproduced)$", done.stdout, re.MULTILINE)
     context = f"exit {done.returncode}\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
     assert f"model runner: {runner}" in done.stdout, context
-    shown_here = runner in FINDINGS_BY_SLUG[slug].runners
-    if shown_here and not fixed:
+    if runner in finding.runners and not fixed:
         assert (verdicts, done.returncode) == (["BUG REPRODUCED"], 1), context
     else:
         assert (verdicts, done.returncode) == (["not reproduced"], 0), context
