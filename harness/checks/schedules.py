@@ -10,11 +10,20 @@ A decoder drafts from output position `first` on (its `drafts_from` attribute, r
 harness.contract.decoder.drafts_from): 0 for the harness's decoders, 1 for an engine whose prefill samples
 the first token without drafts (vLLM). Positions before it are single-token passes without drafts; the
 schedules are laid out from `first`.
+
+A decoder that emits the position after a rejection without drafts (`undrafted_after_rejection`, read by
+harness.contract.decoder.undrafted_after_rejection: llama.cpp on a hybrid model, whose replay after restoring the
+recurrent state computes that token) makes a single-token pass there: with the first rejection at r, the passes are
+(s, r - s + 1), (r + 1, 1), then the next drafting pass at r + 2. A forced draft at r + 1 is never proposed.
+
+A decoder with a documented cap on its drafts near the end of the context or output (`max_drafts`, read by
+harness.contract.decoder.draft_cap: llama.cpp keeps two positions of the context free and drafts no further than
+max_new_tokens - 1) proposes fewer drafts there, none where the cap is 0: those passes are laid out with the cap.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 
@@ -33,18 +42,31 @@ def forced_drafts(reference: Sequence[int], runner_up: Sequence[int], rejections
     return {i: (runner_up[i] if i in rejected else token) for i, token in enumerate(reference)}
 
 
-def expected_steps(length: int, k: int, rejections: Iterable[int], first: int = 0) -> list[ExpectedStep]:
+def expected_steps(
+    length: int,
+    k: int,
+    rejections: Iterable[int],
+    first: int = 0,
+    undrafted_after_rejection: bool = False,
+    cap: Callable[[int], int] | None = None,
+) -> list[ExpectedStep]:
     """The passes a correct decoder makes over `length` reference tokens with every position forced, when it
-    drafts from output position `first` on."""
+    drafts from output position `first` on (and, `undrafted_after_rejection`, emits the position after each
+    rejection in a pass without drafts; `cap`: pass start -> the most drafts the decoder proposes there, its
+    documented limit near the end of the context or output, harness.contract.decoder.draft_cap)."""
     rejected = set(rejections)
     steps = [ExpectedStep(start, None, 1) for start in range(min(first, length))]
     start = min(first, length)
     while start < length:
-        rejected_at = next((p for p in range(start, start + k) if p in rejected and p < length), None)
-        emitted = (rejected_at - start + 1) if rejected_at is not None else k + 1
+        drafts = k if cap is None else max(0, min(k, cap(start)))
+        rejected_at = next((p for p in range(start, start + drafts) if p in rejected and p < length), None)
+        emitted = (rejected_at - start + 1) if rejected_at is not None else drafts + 1
         emitted = min(emitted, length - start)
         steps.append(ExpectedStep(start, rejected_at, emitted))
         start += emitted
+        if rejected_at is not None and undrafted_after_rejection and start < length:
+            steps.append(ExpectedStep(start, None, 1))
+            start += 1
     return steps
 
 

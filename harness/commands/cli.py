@@ -13,14 +13,25 @@ import time
 import xml.etree.ElementTree as ElementTree
 from collections import Counter
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from harness.commands import mutants as mutants_command
 from harness.contract.budget import BUDGET_HELP, BUDGETS, DEFAULT_BUDGET
 from harness.contract.errors import HarnessError
 from harness.contract.invocation import suites_pytest, wait_through_ctrl_c
 from harness.contract.paths import DEFAULT_MODEL, REPORTS, SUITES_DIR, suite_of_junit
-from harness.contract.run_options import DEFAULT_CONFIGURATION, NO_FIXES, Reference, RunOptions, pytest_arguments
+from harness.contract.run_options import (
+    DEFAULT_CONFIGURATION,
+    NO_FIXES,
+    EngineOptions,
+    Reference,
+    RunOptions,
+    pytest_arguments,
+)
 from harness.contract.suites import ALL, SUITE_NAMES, marker_expression, parse_suites
+
+if TYPE_CHECKING:
+    from harness.subjects.engines.engine import Engine
 
 MUTANTS = "mutants"  # --suite mutants: the mutation catalogue (harness/commands/mutants.py)
 
@@ -128,8 +139,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--engine-runner",
         default=None,
         metavar="NAME",
-        help="an engine subject's model runner (vLLM: v1, v2); default: the one the engine picks on the device (vLLM: "
-        "v1 on CPU, v2 on CUDA)",
+        help="an engine subject's runner: vLLM's model runner (v1, v2), llama.cpp's build (source: built from its "
+        "source with the harness's instrumentation; wheel: the published wheel); default: the one the engine picks on "
+        "the device (vLLM: v1 on CPU, v2 on CUDA; llama.cpp: source)",
+    )
+    run.add_argument(
+        "--engine-patch",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="a change of your own to the source of an engine built from it (llama.cpp: a diff relative to its tree, "
+        "as git diff writes it), applied after the harness's instrumentation (repeat it); the build is made first "
+        "when missing",
     )
     run.add_argument(
         "--reference",
@@ -161,6 +182,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     engine.add_argument("action", choices=["install", "status"], help="install (idempotent) or status")
     engine.add_argument("name", help="engine name (harness/subjects/engines/registry.py: vllm, llama.cpp)")
+    engine.add_argument(
+        "--build",
+        action="store_true",
+        help="llama.cpp: build it from the pinned sdist's source with the harness's instrumentation compiled in (the "
+        "default llama.cpp subject), plus each --patch; cached by the hash of its patches",
+    )
+    engine.add_argument(
+        "--patch",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="with --build: a change of your own to llama.cpp's source (a diff relative to its tree, as git diff "
+        "writes it), applied after the instrumentation (repeat it); run it with mtp-harness run --engine-patch FILE",
+    )
     engine.add_argument(
         "--flavour",
         choices=["cpu", "cuda"],
@@ -243,6 +278,7 @@ def format_summary(per_suite: dict[str, Counter]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from harness.subjects.engines.registry import engine_of_decoder
     from harness.subjects.run_options import CLI, read_run_options
 
     try:  # bad input stops here, as one line, before pytest starts
@@ -258,11 +294,19 @@ def run(args: argparse.Namespace) -> int:
             engine_fixes=args.engine_fixes,
             engine_args=args.engine_arg,
             engine_runner=args.engine_runner,
+            engine_patches=args.engine_patch,
             spelling=CLI,
         )
     except HarnessError as error:
         print(f"mtp-harness run: {error}", file=sys.stderr)
         return USAGE_ERROR
+    engine = engine_of_decoder(options.decoder)
+    if engine is not None and engine.make_build is not None:  # built from source: made first when missing
+        try:
+            engine.make_build(options.engine, lambda line: print(f"mtp-harness run: {line}", flush=True))
+        except HarnessError as error:
+            print(f"mtp-harness run: {error}", file=sys.stderr)
+            return 1
     if args.suite == MUTANTS:
         catalogue = mutants_command.parse(["--model", args.model, "--device", args.device, "--budget", args.budget])
         catalogue.workers = 2 if args.workers is None else usable_cores() if args.workers == "auto" else args.workers
@@ -336,12 +380,18 @@ def engine(args: argparse.Namespace) -> int:
     from harness.subjects.engines.registry import engine_named
 
     try:
-        environment = engine_named(args.name).environment
+        record = engine_named(args.name)
+        environment = record.environment
     except HarnessError as error:
         print(f"mtp-harness engine: {error}", file=sys.stderr)
         return USAGE_ERROR
     flavour = args.flavour or default_flavour(environment)
+    if args.patch and not args.build:
+        print("mtp-harness engine: --patch goes with --build", file=sys.stderr)
+        return USAGE_ERROR
     try:
+        if args.build:
+            return engine_build(record, args)
         if args.action == "install":
             install(environment, flavour, log=lambda line: print(f"mtp-harness engine: {line}", flush=True))
             return 0
@@ -352,6 +402,26 @@ def engine(args: argparse.Namespace) -> int:
     except EngineEnvironmentError as error:
         print(f"mtp-harness engine: {error}", file=sys.stderr)
         return 1
+
+
+def engine_build(record: Engine, args: argparse.Namespace) -> int:
+    """`engine install NAME --build [--patch FILE]...`: the engine built from its source (llama.cpp) unless that build
+    exists; `engine status NAME --build`: whether it does."""
+    if record.make_build is None or record.build_record is None:
+        print(f"mtp-harness engine: {record.name} is installed from its wheel; it has no build from source")
+        return USAGE_ERROR
+    patches = tuple(str(Path(patch).resolve()) for patch in args.patch)
+    options = EngineOptions(runner=record.source_runner, patches=patches)
+    if args.action == "install":
+        record.make_build(options, lambda line: print(f"mtp-harness engine: {line}", flush=True))
+        return 0
+    built = record.build_record(options)
+    what = f"{record.name} from source with {len(patches)} patch(es) of yours"
+    if built is None:
+        print(f"{what}: not built (mtp-harness engine install {record.name} --build)")
+        return 1
+    print(f"{what}: build {built['build']['key']}, built {built['built_at']} in {built['install_seconds']} s")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -269,6 +269,24 @@ def drafts_from(decoder: Decoder) -> int:
     return int(getattr(decoder, "drafts_from", 0))
 
 
+def undrafted_after_rejection(decoder: Decoder) -> bool:
+    """Whether `decoder` emits the position after a rejection without drafts (attribute `undrafted_after_rejection`,
+    default False): an engine that restores a recurrent-state checkpoint after a rejection and replays the accepted
+    tokens, whose replay also computes the next token (llama.cpp on a hybrid model). Forced drafts there are never
+    used."""
+    return bool(getattr(decoder, "undrafted_after_rejection", False))
+
+
+def draft_cap(decoder: Decoder, request: DecodeRequest) -> Callable[[int], int] | None:
+    """How many drafts `decoder` proposes at most in a pass starting at output position s, for `request`: its method
+    `max_drafts(prompt_length, start, max_new_tokens)`, an engine's documented limit near the end of the context or
+    of max_new_tokens (llama.cpp); None: k wherever it drafts."""
+    limit = getattr(decoder, "max_drafts", None)
+    if limit is None:
+        return None
+    return lambda start: int(limit(len(request.prompt_ids), start, request.max_new_tokens))
+
+
 def drafter(decoder: Decoder) -> str:
     """What proposes `decoder`'s drafts (attribute `drafter`): "mtp" for the checkpoint's MTP depths (default)."""
     return str(getattr(decoder, "drafter", "mtp"))

@@ -40,13 +40,16 @@ class Reference(StrEnum):
 @dataclass(frozen=True)
 class EngineOptions:
     """How an engine subject runs: its deployed configuration, the findings whose documented fix it runs with (sorted
-    slugs; empty: as shipped), its own arguments, passed through as data (name, value) in the order given, and the
-    model runner it runs (vLLM: v1 or v2; None for an engine with one)."""
+    slugs; empty: as shipped), its own arguments, passed through as data (name, value) in the order given, the
+    runner it runs (vLLM's model runner: v1 or v2; llama.cpp's build: source or wheel; None for an engine with one)
+    and the user's own patches to its source, applied in its build in the order given (absolute paths; an engine
+    built from its source only: llama.cpp)."""
 
     configuration: str = DEFAULT_CONFIGURATION
     fixes: tuple[str, ...] = ()
     arguments: tuple[tuple[str, Scalar], ...] = ()
     runner: str | None = None
+    patches: tuple[str, ...] = ()
 
     @property
     def argument_values(self) -> dict[str, Scalar]:
@@ -86,6 +89,7 @@ class RunOptions:
             "fixes": list(self.engine.fixes),
             "arguments": [[name, value] for name, value in self.engine.arguments],
             "runner": self.engine.runner,
+            "patches": list(self.engine.patches),
         }
         return record
 
@@ -101,6 +105,7 @@ class RunOptions:
                 fixes=tuple(engine.get("fixes", ())),
                 arguments=tuple((str(name), value) for name, value in engine.get("arguments", ())),
                 runner=engine.get("runner"),
+                patches=tuple(engine.get("patches", ())),
             ),
         )
 
@@ -120,6 +125,7 @@ RUN_OPTION_FLAGS = tuple(
         "engine-fixes",
         "engine-arg",
         "engine-runner",
+        "engine-patch",
         "prompts",
         "sampling-tv",
     )
@@ -174,6 +180,7 @@ def pytest_arguments(options: RunOptions) -> list[str]:
     arguments += [f"{PYTEST_PREFIX}engine-arg={engine_argument_text(n, v)}" for n, v in engine.arguments]
     if engine.runner is not None:
         arguments.append(f"{PYTEST_PREFIX}engine-runner={engine.runner}")
+    arguments += [f"{PYTEST_PREFIX}engine-patch={patch}" for patch in engine.patches]
     if options.prompts != str(DEFAULT_PROMPTS):
         arguments.append(f"{PYTEST_PREFIX}prompts={options.prompts}")
     if options.sampling_tv is not None:

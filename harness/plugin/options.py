@@ -100,9 +100,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "engine-runner",
         default=None,
         metavar="NAME",
-        help="for an engine subject with a choice of model runner: which (vLLM: v1, v2; on CPU, v2 runs its Triton "
-        "kernels in Triton's interpreter). Default: the one the engine picks itself on the device (vLLM: v1 on CPU, "
-        "v2 on CUDA), named in the report header.",
+        help="for an engine subject with a choice of runner: which (vLLM's model runner: v1, v2; on CPU, v2 runs its "
+        "Triton kernels in Triton's interpreter; llama.cpp's build: source, built from its source with the harness's "
+        "instrumentation, or wheel, the published wheel). Default: the one the engine picks itself on the device "
+        "(vLLM: v1 on CPU, v2 on CUDA; llama.cpp: source), named in the report header.",
+    )
+    option(
+        "engine-patch",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="for an engine built from its source (llama.cpp): a change of your own to its source (a unified diff "
+        "relative to llama.cpp's tree, as git diff writes it), applied in its build after the harness's "
+        "instrumentation (repeat it; the build must exist: mtp-harness engine install llama.cpp --build --patch FILE, "
+        "or mtp-harness run, which builds it). The report header records each patch's SHA-256.",
     )
     option("prompts", default=RunOptions().prompts, help="prompt fixture file (JSON). Default: fixtures/prompts.json.")
     option(

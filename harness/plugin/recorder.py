@@ -230,9 +230,15 @@ def pytest_run_header(config: pytest.Config, options: RunOptions, run_id: str) -
     engine = engine_of_decoder(options.decoder)
     if engine is not None:  # an out-of-process engine: which build of it ran
         flavour = flavour_of(options.device)
-        header["engine"] = (
-            f"{engine.name} {engine.environment.installed_version(flavour) or 'not installed'} ({flavour})"
-        )
+        build = engine.build_record(options.engine) if engine.build_record is not None else None
+        if build is not None:  # built from source here: its version, patches (SHA-256) and build time
+            patches = ", ".join(f"{p['name']} {p['sha256'][:12]}" for p in build["build"]["patches"])
+            header["engine"] = f"{engine.name} {build['version']} ({flavour}; built from source: {patches})"
+            header["engine_build"] = build
+        else:
+            header["engine"] = (
+                f"{engine.name} {engine.environment.installed_version(flavour) or 'not installed'} ({flavour})"
+            )
         if options.engine.runner is not None:
             header["engine_runner"] = options.engine.runner  # the model runner the engine ran (--engine-runner)
     return header

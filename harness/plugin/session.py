@@ -45,6 +45,7 @@ def read_options(config: pytest.Config) -> None:
             engine_fixes=options.harness_engine_fixes,
             engine_args=options.harness_engine_arg,
             engine_runner=options.harness_engine_runner,
+            engine_patches=options.harness_engine_patch,
             prompts=options.harness_prompts,
             sampling_tv=options.harness_sampling_tv,
         )

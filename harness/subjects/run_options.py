@@ -61,13 +61,17 @@ class Spelling:
     engine_fixes: str
     engine_arg: str
     engine_runner: str
+    engine_patch: str
     prompts: str
     sampling_tv: str
 
 
 PYTEST = Spelling(
     *(PYTEST_PREFIX + name for name in ("decoder", "model", "device", "dtype", "budget", "seed", "reference")),
-    *(PYTEST_PREFIX + name for name in ("engine-config", "engine-fixes", "engine-arg", "engine-runner")),
+    *(
+        PYTEST_PREFIX + name
+        for name in ("engine-config", "engine-fixes", "engine-arg", "engine-runner", "engine-patch")
+    ),
     *(PYTEST_PREFIX + name for name in ("prompts", "sampling-tv")),
 )
 CLI = Spelling(
@@ -82,6 +86,7 @@ CLI = Spelling(
     "--engine-fixes",
     "--engine-arg",
     "--engine-runner",
+    "--engine-patch",
     "--harness-prompts",
     "--harness-sampling-tv",
 )
@@ -100,6 +105,7 @@ def read_run_options(
     engine_fixes: str = NO_FIXES,
     engine_args: list[str] | tuple[str, ...] = (),
     engine_runner: str | None = None,
+    engine_patches: list[str] | tuple[str, ...] = (),
     prompts: str | None = None,
     sampling_tv: float | None = None,
     spelling: Spelling = PYTEST,
@@ -128,6 +134,9 @@ def read_run_options(
     prompts = prompts or str(DEFAULT_PROMPTS)
     if not Path(prompts).is_file():
         raise UsageError(f"{s.prompts} {prompts}: no such prompt file")
+    fixes = check_engine_fixes(engine_fixes, decoder, engine, s)
+    runner = check_engine_runner(engine_runner, decoder, engine, device, s)
+    check_fixes_in_the_build(fixes, engine, runner, s)
     return RunOptions(
         decoder=decoder,
         model=model,
@@ -138,9 +147,10 @@ def read_run_options(
         reference=chosen_reference,
         engine=EngineOptions(
             configuration=check_engine_configuration(engine_config, decoder, engine, s),
-            fixes=check_engine_fixes(engine_fixes, decoder, engine, s),
+            fixes=fixes,
             arguments=check_engine_arguments(engine_args, decoder, engine, s),
-            runner=check_engine_runner(engine_runner, decoder, engine, device, s),
+            runner=runner,
+            patches=check_engine_patches(engine_patches, decoder, engine, runner, s),
         ),
         prompts=prompts,
         sampling_tv=sampling_tv,
@@ -318,6 +328,48 @@ def check_engine_runner(
     if problem:
         raise UsageError(f"{s.engine_runner} {option}: {problem}")
     return option
+
+
+def check_fixes_in_the_build(fixes: tuple[str, ...], engine: Engine | None, runner: str | None, s: Spelling) -> None:
+    """An engine built from its source (llama.cpp) applies a finding's fix as a patch in its build: the run must use
+    that build, and each finding named must have its patch (<fixes folder>/<slug>.patch)."""
+    if not fixes or engine is None or engine.source_runner is None or engine.fixes is None:
+        return
+    if runner != engine.source_runner:
+        raise UsageError(
+            f"{s.engine_fixes} {','.join(fixes)}: {engine.name}'s fixes are patches to its source, built in: run "
+            f"{s.engine_runner} {engine.source_runner}, not {runner}"
+        )
+    missing = [slug for slug in fixes if not (engine.fixes / f"{slug}.patch").is_file()]
+    if missing:
+        raise UsageError(f"{s.engine_fixes} {','.join(fixes)}: no fix written yet for {', '.join(missing)}")
+
+
+def check_engine_patches(
+    patches: list[str] | tuple[str, ...], decoder: str, engine: Engine | None, runner: str | None, s: Spelling = PYTEST
+) -> tuple[str, ...]:
+    """--engine-patch: files of the user's own changes to an engine built from its source (llama.cpp), for a run of
+    that build; as absolute paths, in the order given. Whether each applies is the build's to say (it names the one
+    that does not)."""
+    if not patches:
+        return ()
+    first = patches[0]
+    if engine is None or engine.source_runner is None:
+        raise UsageError(f"{s.engine_patch} {first}: decoder {decoder!r} is not an engine built from its source")
+    if runner != engine.source_runner:
+        raise UsageError(
+            f"{s.engine_patch} {first}: {engine.name}'s {runner} runner is not built here; a patch needs "
+            f"{s.engine_runner} {engine.source_runner}"
+        )
+    resolved = []
+    for patch in patches:
+        path = Path(patch).expanduser().resolve()
+        if not path.is_file():
+            raise UsageError(f"{s.engine_patch} {patch}: no such file")
+        if not path.read_bytes().strip():
+            raise UsageError(f"{s.engine_patch} {patch}: the file is empty")
+        resolved.append(str(path))
+    return tuple(resolved)
 
 
 def check_engine_arguments(

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from harness.checks.batches import MIXED, SEPARATED, own_batch
 from harness.checks.schedules import SCHEDULES, expected_steps, forced_drafts, scheduled_rejections
-from harness.contract.decoder import drafts_from
+from harness.contract.decoder import draft_cap, drafts_from, undrafted_after_rejection
 from harness.contract.seeds import DEFAULT_SEED
 
 pytestmark = pytest.mark.greedy
@@ -25,14 +25,15 @@ def forced_rejections(request, tokens):
     return {p for p, token in request.forced_drafts.items() if p < len(tokens) and token != tokens[p]}
 
 
-def check_forced_passes(reference, result, request, k, first=0, room=None):
+def check_forced_passes(reference, result, request, k, first=0, room=None, undrafted=False, cap=None):
     """Each pass starts where the forced drafts say, and rejects exactly at the forced position (a decoder that
     drafts from position `first` on makes single-token passes without drafts before it). `room`: output
     positions the request can reach (before the context end or max_new_tokens); a pass whose k drafts and
     bonus token would reach it may draft fewer (drafts past the end are wasted, as transformers' draft model
-    knows), so a forced position there may go unproposed."""
+    knows), so a forced position there may go unproposed. `undrafted`: the decoder emits the position after a
+    rejection without drafts, `cap`: pass start -> the most drafts it proposes there (harness/checks/schedules.py)."""
     rejections = forced_rejections(request, result.token_ids)
-    expected = expected_steps(len(result.token_ids), k, rejections, first)
+    expected = expected_steps(len(result.token_ids), k, rejections, first, undrafted, cap)
     steps = list(result.steps)
     forced_to = max(request.forced_drafts, default=-1) + 1
     if len(result.token_ids) > forced_to:  # after a near-tie the output can outrun the forced drafts: not predicted
@@ -80,11 +81,11 @@ def check_schedule(decoder, bundle, reference, check_tokens, passes_on_failure, 
     """The reference's tokens, then the passes the forced drafts imply (recorded if they break)."""
     check_tokens(reference, result, request=request)
     room = context_room(bundle, reference)
-    first = drafts_from(decoder)
+    first, undrafted, cap = drafts_from(decoder), undrafted_after_rejection(decoder), draft_cap(decoder, request)
     rejections = forced_rejections(request, result.token_ids)
-    expected = [(e.start, e.emitted) for e in expected_steps(len(result.token_ids), k, rejections, first)]
-    with passes_on_failure(reference, request, result, expected=expected):
-        check_forced_passes(reference, result, request, k, first, room)
+    plan = expected_steps(len(result.token_ids), k, rejections, first, undrafted, cap)
+    with passes_on_failure(reference, request, result, expected=[(e.start, e.emitted) for e in plan]):
+        check_forced_passes(reference, result, request, k, first, room, undrafted, cap)
 
 
 @pytest.fixture(scope="session")

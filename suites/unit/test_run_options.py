@@ -46,7 +46,8 @@ OPTIONS = st.builds(
         configuration=st.sampled_from(["default", "prefix-cache"]),
         fixes=st.lists(NAMES, max_size=3, unique=True).map(lambda slugs: tuple(sorted(slugs))),
         arguments=st.dictionaries(NAMES, VALUES, max_size=3).map(lambda values: tuple(values.items())),
-        runner=st.sampled_from([None, "v1", "v2"]),
+        runner=st.sampled_from([None, "v1", "v2", "source"]),
+        patches=st.lists(st.sampled_from(["/p/a.patch", "/p/with space.patch", "/p/b=c.diff"]), max_size=3).map(tuple),
     ),
     sampling_tv=st.one_of(st.none(), st.floats(0.001, 0.9)),
 )
@@ -56,7 +57,8 @@ def parse_back(arguments: list[str]) -> dict[str, object]:
     """The pytest options as the plugin declares them (harness/plugin/options.py), read by argparse."""
     parser = argparse.ArgumentParser()
     for flag in RUN_OPTION_FLAGS:
-        parser.add_argument(flag, action="append" if flag.endswith("engine-arg") else "store", default=None)
+        repeated = flag.endswith(("engine-arg", "engine-patch"))
+        parser.add_argument(flag, action="append" if repeated else "store", default=None)
     return vars(parser.parse_args(arguments))
 
 
@@ -78,6 +80,7 @@ def test_written_back_and_read_again_the_options_are_the_same(options):
     fixes = read["harness_engine_fixes"]
     assert tuple(fixes.split(",") if fixes else ()) == options.engine.fixes
     assert read["harness_engine_runner"] == options.engine.runner
+    assert tuple(read["harness_engine_patch"] or ()) == options.engine.patches
     assert (float(read["harness_sampling_tv"]) if read["harness_sampling_tv"] else None) == options.sampling_tv
     vllm = engine_of_decoder("vllm-mtp")
     given_arguments = read["harness_engine_arg"] or []

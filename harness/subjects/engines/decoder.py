@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
@@ -77,6 +78,16 @@ class EngineDecoder:
         """Environment variables of the engine's process, besides the harness's own."""
         return {}
 
+    def fixes_env(self) -> dict[str, str]:
+        """What the engine's process needs to apply the run's fixes (default: the fixes folder's sitecustomize, which
+        patches the engine as it is imported, and the slugs it applies)."""
+        pythonpath = os.pathsep.join(filter(None, [str(self.engine.fixes), os.environ.get("PYTHONPATH")]))
+        return {"PYTHONPATH": pythonpath, FIXES_VARIABLE: ",".join(self.options.fixes)}
+
+    def server_python(self) -> Path:
+        """The Python of the environment the engine's processes run in (default: the engine's installed one)."""
+        return self.engine.environment.python(self.flavour)
+
     def check_requests(self, requests: Sequence[DecodeRequest]) -> None:
         """Raise InvalidRequest for a request the engine cannot serve as asked."""
 
@@ -118,10 +129,9 @@ class EngineDecoder:
         label += "" if self.configuration.name == EngineOptions().configuration else f"-{self.configuration.name}"
         label += f"-{self.options.runner}" if self.options.runner else ""
         env = self.server_env()
-        if self.options.fixes:  # the fixes' sitecustomize patches the engine as it is imported
-            env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(self.engine.fixes), os.environ.get("PYTHONPATH")]))
-            env[FIXES_VARIABLE] = ",".join(self.options.fixes)
-        python = self.engine.environment.python(self.flavour)
+        if self.options.fixes:
+            env.update(self.fixes_env())
+        python = self.server_python()
         process = EngineProcess(python, self.engine.server, self.server_config(k, draft_mode), env, label)
         applied = tuple(process.info.get("fixes", ()))
         if self.engine.fixes is not None and applied != self.options.fixes:

@@ -45,7 +45,11 @@ class Engine:
     from --engine-arg); unserved_arguments: name -> why a value other than 1 or null cannot be served yet; runners:
     the model runners a run may choose (--engine-runner), name -> what it is; default_runners: flavour -> the runner
     the engine itself picks there (what a run without --engine-runner gets, named explicitly); runner_problem:
-    (engine, flavour, runner) -> why that runner cannot run in the installed environment (checked at the door)."""
+    (engine, flavour, runner) -> why that runner cannot run in the installed environment (checked at the door);
+    source_runner: the runner built from the engine's source here, where --engine-patch applies (llama.cpp: source;
+    None: installed from a wheel); build_record: the run's engine options -> the record of the build it runs (version,
+    patches and their hashes, build time; None where not built), for the run header; make_build: builds what the
+    run's engine options need from source when it is not built yet (`mtp-harness run` calls it before the tests)."""
 
     environment: EngineEnvironment
     decoders: Mapping[str, bool]
@@ -63,6 +67,9 @@ class Engine:
     runners: Mapping[str, str] = field(default_factory=dict)
     default_runners: Mapping[str, str] = field(default_factory=dict)
     runner_problem: Callable[[Engine, str, str], str | None] | None = None
+    source_runner: str | None = None
+    build_record: Callable[[EngineOptions], dict[str, Any] | None] | None = None
+    make_build: Callable[[EngineOptions, Callable[[str], None]], None] | None = None
 
     def __post_init__(self) -> None:
         if DEFAULT_CONFIGURATION not in self.configurations:

@@ -68,8 +68,7 @@ class EngineEnvironment:
         return f"MTP_HARNESS_{''.join(c for c in self.name.upper() if c.isalnum())}_PYTHON"  # llama.cpp: LLAMACPP
 
     def home(self, flavour: Flavour) -> Path:
-        root = os.environ.get("MTP_HARNESS_ENGINES") or Path.home() / ".cache" / "mtp-harness" / "engines"
-        return Path(root) / f"{self.name}-{flavour.name}-{flavour.version}"
+        return engines_root() / f"{self.name}-{flavour.name}-{flavour.version}"
 
     def python(self, flavour_name: str) -> Path:
         """The Python that runs this engine: the override if set, else the installed environment's."""
@@ -101,6 +100,11 @@ class EngineEnvironment:
         )
         done = subprocess.run([str(python), "-c", code], capture_output=True, text=True, check=False)
         return done.stdout.strip() or None
+
+
+def engines_root() -> Path:
+    """Where engine environments live: $MTP_HARNESS_ENGINES, else ~/.cache/mtp-harness/engines."""
+    return Path(os.environ.get("MTP_HARNESS_ENGINES") or Path.home() / ".cache" / "mtp-harness" / "engines")
 
 
 def flavour_of(device: object) -> str:

@@ -3,23 +3,36 @@ wheel, and where a model directory keeps its GGUF), the decoder the suites drive
 inside llama.cpp's environment and imports nothing of the harness (server.py), its deployed configurations
 (configurations.py), the bugs found in it (findings.py) and what their failures look like (signatures.py).
 
-`ENGINE` is the record the engine registry (harness/subjects/engines/registry.py) reads. llama.cpp is compiled into
-its wheel: no finding's fix can be applied inside its process (no `fixes`), and it scores no sequence for
+llama.cpp runs as one of two builds (`--engine-runner`): `source` (the default), built here from the pinned
+xllamacpp sdist with the harness's instrumentation compiled in and a user's own patches after it (build.py, with
+source.py: the sdist; patches/instrumentation.patch), or `wheel`, the published wheel. It scores no sequence for
 --reference engine.
+
+`ENGINE` is the record the engine registry (harness/subjects/engines/registry.py) reads.
 
 Imports: harness.contract up to harness.triage, and harness.subjects.engines' shared modules."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
+from harness.contract.run_options import EngineOptions
 from harness.subjects.engines.engine import Engine
+from harness.subjects.engines.llamacpp.build import FIXES
 from harness.subjects.engines.llamacpp.configurations import CONFIGURATIONS
-from harness.subjects.engines.llamacpp.environment import ENVIRONMENT, SERVER, missing_gguf
+from harness.subjects.engines.llamacpp.environment import (
+    DEFAULT_RUNNERS,
+    ENVIRONMENT,
+    RUNNERS,
+    SERVER,
+    SOURCE,
+    missing_gguf,
+    runner_problem,
+)
 from harness.subjects.engines.llamacpp.findings import FINDINGS
 
 if TYPE_CHECKING:
-    from harness.contract.run_options import EngineOptions
     from harness.models.loading import ModelBundle
     from harness.subjects.engines.decoder import EngineDecoder
 
@@ -28,6 +41,24 @@ def make_decoder(engine: Engine, bundle: ModelBundle, speculative: bool, options
     from harness.subjects.engines.llamacpp.decoder import LlamaCppDecoder  # torch: only when a decoder is built
 
     return LlamaCppDecoder(engine, bundle, speculative, options)
+
+
+def make_build(options: EngineOptions, log: Callable[[str], None]) -> None:
+    """Build llama.cpp from source with the run's patches unless that build exists (build.py); the wheel needs none."""
+    from harness.subjects.engines.llamacpp.build import build, build_spec
+
+    if (options.runner or SOURCE) == SOURCE:
+        build(build_spec(options.fixes, options.patches), log)
+
+
+def build_record(options: EngineOptions) -> dict[str, Any] | None:
+    """What the run's build of llama.cpp records (build.py: version, patches and their SHA-256, build time); None for
+    the wheel, or a build not made yet."""
+    from harness.subjects.engines.llamacpp.build import build_info, build_spec
+
+    if (options.runner or SOURCE) != SOURCE:
+        return None
+    return build_info(build_spec(options.fixes, options.patches))
 
 
 ENGINE = Engine(
@@ -39,4 +70,11 @@ ENGINE = Engine(
     configurations=CONFIGURATIONS,
     findings=FINDINGS,
     model_problem=missing_gguf,
+    fixes=FIXES,
+    runners=RUNNERS,
+    default_runners=DEFAULT_RUNNERS,
+    runner_problem=runner_problem,
+    source_runner=SOURCE,
+    build_record=build_record,
+    make_build=make_build,
 )

@@ -14,10 +14,13 @@ What llama.cpp serves here, and what it cannot:
 - Drafts are the NextN layer's argmax (draft_mode "greedy"); llama.cpp verifies by sampling the target's token
   and accepting a draft only if it is that token, exact for any draft. It has no sampled-draft mode in this
   configuration (its probabilistic drafting is off by default): draft_mode "sample" is not served.
-- Forced drafts: llama.cpp has no way to propose a token of the caller's choosing without changing its code, so
-  the forced-rejection cases are skipped with that reason.
-- EOS: llama.cpp ends a request at its vocabulary's end-of-generation tokens and has no per-request EOS ids;
-  requests must ask for the checkpoint's EOS ids.
+- Forced drafts and pass records: the build from source (`--engine-runner source`, the default; build.py) has the
+  harness's instrumentation compiled in: the request names its forced drafts and the response carries its passes.
+  The published wheel (`--engine-runner wheel`) cannot propose a token of the caller's choosing, so there the
+  forced-rejection cases are skipped with that reason, and its passes are parsed from its trace log.
+- EOS: llama.cpp ends a request at its vocabulary's end-of-generation tokens and has no per-request EOS ids. The
+  build from source takes a request's own EOS ids in their place (`harness_eos_ids`: the same stop, in
+  process_token, that the vocabulary's tokens take); on the wheel requests must ask for the checkpoint's EOS ids.
 - The prefill samples output token 0 without drafts (`drafts_from` = 1).
 
 Deployed configurations (configurations.py: prompt cache reuse, prompts processed in small batches, the server's
@@ -28,17 +31,21 @@ its responses and its log) since the last take.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from types import MappingProxyType
 
 import torch
 
 from harness.contract.decoder import DecodeRequest, InvalidRequest
 from harness.contract.errors import HarnessError
-from harness.models.loading import ModelBundle
+from harness.models.loading import ModelBundle, checkpoint_is_hybrid
 from harness.subjects.engines.decoder import EngineDecoder, engine_threads
-from harness.subjects.engines.llamacpp.environment import gguf_of, missing_gguf
+from harness.subjects.engines.llamacpp.build import BuildSpec, build_info, build_spec, built_python
+from harness.subjects.engines.llamacpp.environment import SOURCE, gguf_of, missing_gguf
+from harness.subjects.engines.llamacpp.server import BUILD_VARIABLE
 
 PARALLEL_SLOTS = int(os.environ.get("MTP_HARNESS_LLAMACPP_SLOTS", "4"))
 SHIFTED_CONTEXTS = 4  # under context shift, how many contexts' worth a request may ask for
@@ -48,14 +55,70 @@ class LlamaCppDecoder(EngineDecoder):
     """llama.cpp's server with draft-mtp speculation (or without speculation, speculative=False)."""
 
     drafter_depths = 1  # llama.cpp's MTP graphs hold one NextN layer; draft steps 2..k reuse it
-    speculative_lacks: Mapping[str, str] = MappingProxyType(
-        {
-            "forced_drafts": "llama.cpp has no way to propose a token of the caller's choosing without changing its "
-            "code",
-            "draft_mode": "llama.cpp's draft-mtp drafts the NextN layer's argmax; it has no sampled-draft mode here",
-        }
-    )
     speculative_serves: Mapping[str, set[object]] = MappingProxyType({"draft_mode": {"greedy"}})
+
+    @property
+    def speculative_lacks(self) -> Mapping[str, str]:  # type: ignore[override]
+        lacks = {
+            "draft_mode": "llama.cpp's draft-mtp drafts the NextN layer's argmax; it has no sampled-draft mode here"
+        }
+        if not self.built:
+            lacks["forced_drafts"] = (
+                "llama.cpp's published wheel has no way to propose a token of the caller's choosing (the build from "
+                "source, --engine-runner source, has it compiled in)"
+            )
+        return MappingProxyType(lacks)
+
+    @property
+    def undrafted_after_rejection(self) -> bool:
+        """On a hybrid model llama.cpp cannot cut a recurrent state back: after a rejection it restores the pass's
+        checkpoint and replays the accepted tokens and the target's, and that replay's verification also computes
+        the next token, without drafts (tools/server/server-context.cpp, `(restore checkpoint)` and
+        `spec_is_replay`)."""
+        return checkpoint_is_hybrid(self.bundle.path)
+
+    def max_drafts(self, prompt_length: int, start: int, max_new_tokens: int) -> int:
+        """The most drafts llama.cpp proposes in a pass starting at output position `start`: its slot's draft room,
+        n_ctx - n_tokens - 2 with the pass's last sampled token counted in n_tokens (prompt_length + start), and at
+        most n_remaining - 1 = max_new_tokens - start - 1 (tools/server/server-context.cpp, get_n_draft_max)."""
+        return min(self.bundle.max_context - prompt_length - start - 2, max_new_tokens - start - 1)
+
+    @property
+    def built(self) -> bool:
+        """Whether this subject runs llama.cpp built from its source (with the harness's instrumentation)."""
+        return (self.options.runner or SOURCE) == SOURCE
+
+    @property
+    def build_spec(self) -> BuildSpec:
+        return build_spec(self.options.fixes, self.options.patches)
+
+    def server_python(self) -> Path:
+        if not self.built:
+            return super().server_python()
+        spec = self.build_spec
+        python = built_python(spec)
+        if python is None:
+            patches = "".join(f" --patch {p}" for p in self.options.patches)
+            raise HarnessError(
+                f"llama.cpp built from source (build {spec.key}) is not built: run `mtp-harness engine install "
+                f"llama.cpp --build{patches}` (mtp-harness run builds it itself)"
+            )
+        return python
+
+    def fixes_env(self) -> dict[str, str]:
+        return {}  # the fixes are compiled into the build (build.py); its record names them to the server
+
+    def server_env(self) -> dict[str, str]:
+        if not self.built:
+            return {}
+        return {BUILD_VARIABLE: json.dumps(build_info(self.build_spec)["build"])}
+
+    @property
+    def engine_version(self) -> str | None:
+        if not self.built:
+            return super().engine_version
+        info = build_info(self.build_spec)
+        return None if info is None else str(info["version"])
 
     def check_bundle(self, bundle: ModelBundle) -> None:
         if bundle.dtype != torch.float32 or bundle.device.type != "cpu":
@@ -72,6 +135,8 @@ class LlamaCppDecoder(EngineDecoder):
         return self.without_speculation if self.speculative else None
 
     def check_requests(self, requests: Sequence[DecodeRequest]) -> None:
+        if self.built:
+            return  # the build takes a request's own EOS ids (harness_eos_ids, patches/instrumentation.patch)
         eos = self.bundle.eos_token_ids
         for index, request in enumerate(requests):
             if tuple(request.eos_token_ids) != tuple(eos):
@@ -111,5 +176,7 @@ class LlamaCppDecoder(EngineDecoder):
             "parallel": PARALLEL_SLOTS,
             "num_draft_tokens": k,
             "threads": engine_threads(),
+            "instrumented": self.built,
+            "eos_token_ids": list(self.bundle.eos_token_ids),
             **self.configuration.settings,
         }

@@ -18,8 +18,24 @@ ENVIRONMENT = EngineEnvironment(
     module="xllamacpp",
 )
 SERVER = Path(__file__).with_name("server.py")
+# llama.cpp's builds a run may choose (--engine-runner)
+SOURCE, WHEEL = "source", "wheel"
+RUNNERS = {
+    SOURCE: "built here from the pinned xllamacpp sdist with the harness's instrumentation compiled in (forced "
+    "drafts; pass records in its responses): build.py",
+    WHEEL: "the published xllamacpp wheel as installed (pass records parsed from its trace log; no forced drafts)",
+}
+DEFAULT_RUNNERS = {"cpu": SOURCE}
 GGUF_FILE = "model.gguf"  # beside the safetensors checkpoint; the fixtures' are committed
 GGUF_MANIFEST = "gguf.json"
+
+
+def runner_problem(engine: object, flavour: str, runner: str) -> str | None:
+    """Why llama.cpp's `runner` cannot run here: the wheel's environment not installed (a build from source is made
+    by `mtp-harness run` or `engine install llama.cpp --build` when missing)."""
+    if runner == WHEEL and ENVIRONMENT.installed_version(flavour) is None:
+        return "the xllamacpp wheel is not installed: run `mtp-harness engine install llama.cpp`"
+    return None
 
 
 def gguf_of(model_directory: Path) -> Path | None:

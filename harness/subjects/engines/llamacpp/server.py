@@ -30,6 +30,7 @@ log's task on the slot the response names (`id_slot`) whose emitted tokens are t
 from __future__ import annotations
 
 import collections
+import json
 import os
 import re
 import threading
@@ -44,6 +45,8 @@ SEED_MODULUS = 0xFFFFFFFF  # llama.cpp's seeds are uint32 and 0xFFFFFFFF means "
 SAMPLERS = ["top_k", "temperature", "top_p"]
 FINISH_REASONS = {"eos": "eos", "limit": "length"}
 LOG_WAIT_SECONDS = 60.0
+NO_TOKEN = -1  # an EOS id no token has: a request that ends at no token
+BUILD_VARIABLE = "MTP_HARNESS_LLAMACPP_BUILD"  # a build from source: its record (JSON), for the run header
 
 _LINE = re.compile(r"^\d+\.\d+\.\d+\.\d+ (?P<level>[A-Z]) (?P<message>.*)$")
 # where a log record starts: a message written without its newline runs on into the next record's line
@@ -64,10 +67,22 @@ _SHIFTED = re.compile(r"^slot context shift, n_keep = ")
 _SHIFT_OFF = re.compile(r"^srv +\S+: ctx_shift is not supported by this context, it will be disabled")
 
 
-def completion_request(request: dict, slot: int, cache_prompt: bool = False) -> dict:
+def completion_request(
+    request: dict, slot: int, cache_prompt: bool = False, instrumented: bool = False, vocab_eos: tuple = ()
+) -> dict:
     """The llama.cpp completion request for one wire request (harness/subjects/engines/wire.py), on `slot` (-1: the
-    server chooses); `cache_prompt`: reuse the slot's cached prefix of the prompt."""
+    server chooses); `cache_prompt`: reuse the slot's cached prefix of the prompt; `instrumented`: a build with the
+    harness's instrumentation (build.py), asked for the request's forced drafts, its pass records, and its own EOS
+    ids where they are not the vocabulary's end-of-generation tokens `vocab_eos` (none: an id no token has)."""
+    instrumentation: dict = {}
+    if instrumented:
+        instrumentation["harness_passes"] = True
+        if request["forced_drafts"]:
+            instrumentation["harness_forced_drafts"] = {str(p): int(t) for p, t in request["forced_drafts"].items()}
+        if tuple(request["eos_token_ids"]) != tuple(vocab_eos):
+            instrumentation["harness_eos_ids"] = [int(t) for t in request["eos_token_ids"]] or [NO_TOKEN]
     return {
+        **instrumentation,
         "prompt": list(request["prompt_ids"]),  # token ids, used as they are (no BOS added)
         "n_predict": int(request["max_new_tokens"]),
         "temperature": float(request["temperature"]),
@@ -172,6 +187,20 @@ class LogParser:
         return sum(task.released for task in self.slots.get(slot, []))
 
 
+def recorded_task(verbose: dict, index: int) -> Task:
+    """The passes an instrumented build recorded for a request (`harness_passes` of its response), as a Task. A build
+    without the instrumentation ignores the request's fields and returns none: that stops here, never read as a run
+    with nothing forced."""
+    passes = verbose.get("harness_passes")
+    if passes is None:
+        raise RuntimeError(
+            f"request {index}: llama.cpp returned no pass records (harness_passes): this build lacks the harness's "
+            "instrumentation, so its forced drafts were not applied either"
+        )
+    fields = ("drafts", "accepted", "emitted", "restored")
+    return Task(-1, [Pass(**{name: record[name] for name in fields}) for record in passes], released=True)
+
+
 def parse_log(lines: Iterable[str]) -> dict[int, list[Task]]:
     """Slot -> its tasks in the order they ran, with their passes."""
     parser = LogParser()
@@ -246,6 +275,8 @@ class Engine:
 
         self.config = config
         self.version = xllamacpp.__version__
+        self.instrumented = bool(config.get("instrumented", False))  # pass records from the responses, forced drafts
+        self.vocab_eos = tuple(config.get("eos_token_ids", ()))  # the vocabulary's end-of-generation tokens
         self.slots = int(config.get("parallel", 4))
         params = xllamacpp.CommonParams()
         params.model.path = config["gguf"]
@@ -290,7 +321,11 @@ class Engine:
         return taken
 
     def describe(self) -> dict:
-        return {"name": "llama.cpp", "version": self.version, "config": self.config, "fixes": []}
+        build = json.loads(os.environ.get(BUILD_VARIABLE) or "null")  # the build's record (build.py), None: the wheel
+        runner = "source" if self.instrumented else "wheel"  # the instrumented build is the one built from source
+        fixes = [p["name"].removeprefix("fix:") for p in (build or {}).get("patches", []) if p["role"] == "fix"]
+        return {"name": "llama.cpp", "version": self.version, "config": self.config, "fixes": fixes, "build": build,
+                "runner": runner}  # fmt: skip
 
     def decode(self, requests: list[dict]) -> list[dict]:
         """Each request on its own thread: pinned to slot index mod slots and queued behind that slot's earlier
@@ -304,7 +339,9 @@ class Engine:
         def serve(queue: list[int]) -> None:
             for index in queue:
                 slot = -1 if self.server_queue else index % self.slots
-                request = completion_request(requests[index], slot, self.cache_prompt)
+                request = completion_request(
+                    requests[index], slot, self.cache_prompt, self.instrumented, self.vocab_eos
+                )
                 responses[index] = self.server.handle_completions(request)
 
         threads = [threading.Thread(target=serve, args=(queue,)) for queue in queues if queue]
@@ -373,12 +410,15 @@ class Engine:
         finish = FINISH_REASONS.get(verbose.get("stop_type"))
         if finish is None:
             raise RuntimeError(f"request {index}: llama.cpp stopped with {verbose.get('stop_type')!r}")
+        if self.instrumented:
+            task = recorded_task(verbose, index)
         steps = steps_of(task)
         logged = [token for step in steps for token in step["emitted"]]
         if logged != tokens:
+            source = "the recorded passes" if self.instrumented else "the log's passes"
             raise RuntimeError(
-                f"request {index} (slot {slot}, task {task.task}): the log's passes emit {logged}, "
-                f"the completion holds {tokens}"
+                f"request {index} (slot {slot}, task {task.task}): {source} emit {logged}, the completion holds "
+                f"{tokens}"
             )
         return {"token_ids": tokens, "finish_reason": finish, "steps": steps}
 

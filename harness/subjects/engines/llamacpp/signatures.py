@@ -8,7 +8,10 @@
   drafts different, between two decodes of one request (alone and in a batch) or against the checkpoint's MTP
   computation. A draft-conformance record cannot tell this from another drafting bug of the same size: the
   signature accepts mismatches in at most MISMATCH_SHARE of the passes (a drafter that is wholly wrong is not
-  explained), and the finding says so.
+  explained), and the finding says so;
+- drafts lost to a slot drafting past its context end: a forced-rejection case with the right tokens whose passes
+  drafted fewer than planned, no more of them than the other requests of its batch have draft steps past their
+  context end (draft_steps_past_the_context_end, from their prompt lengths, max_new_tokens and k).
 """
 
 from __future__ import annotations
@@ -83,3 +86,64 @@ def only_the_drafts_differ(case: FailedCase) -> bool:
     if conformance:
         return 0 < len(conformance["mismatches"]) <= MISMATCH_SHARE * conformance["passes"]
     return False
+
+
+def draft_steps_past_the_context_end(prompt_length: int, max_new_tokens: int, k: int, context: int) -> int:
+    """How many of a request's draft steps llama.cpp's MTP drafter decodes at or past its slot's context end, at
+    most: it drafts k steps whatever the slot's limit (common/speculative.cpp:1765), step i of a pass at position
+    pos0 + i, pos0 the slot's token count n_tokens; a pass drafts at all while n_tokens <= context - 3 and
+    n_tokens <= prompt_length + max_new_tokens - 3 (n_draft_max >= 1, tools/server/server-context.cpp:527-531),
+    and a step fails where pos0 + k - 1 >= context: the passes with n_tokens in [context - k + 1, that bound]."""
+    last = min(context - 3, prompt_length + max_new_tokens - 3)
+    return max(0, last - (context - k + 1) + 1)
+
+
+def _batch_of(case: FailedCase, prompt_id: str, batch: str, k: int) -> list[tuple[int, int]]:
+    """(prompt length, max_new_tokens) of the other requests decoded with the case's in one engine call: every
+    prompt fixture in the mixed batch, those on the case's side of the context end in its own batch
+    (harness/checks/batches.py)."""
+    from harness.checks.batches import MIXED, own_batch
+    from harness.models.prompts import load_prompts
+
+    bundle = case.model()
+    lengths = {p.id: (len(p.encode(bundle.tokenizer)), p.max_new_tokens) for p in load_prompts()}
+    mine = own_batch(*lengths[prompt_id], k, bundle.max_context)
+    return [
+        length
+        for other, length in lengths.items()
+        if other != prompt_id and (batch == MIXED or own_batch(*length, k, bundle.max_context) == mine)
+    ]
+
+
+def drafts_lost_to_a_slot_past_its_context_end(case: FailedCase) -> bool:
+    """A forced-rejection case whose tokens are right and whose passes drafted fewer than planned, in a batch with
+    another request that drafts past its slot's context end (k >= 4, prompt + max_new_tokens + k >= context + 4):
+    that request's failed draft decode drops the drafts of every slot drafting in the same step. Predicted per
+    case: at most as many short passes as the other requests have draft steps past the context end (timing decides
+    which of the case's passes share the step, not how many can)."""
+    if case.records.get("divergence"):
+        return False  # a changed token is never this bug
+    passes = case.records.get("passes")
+    params = case.nodeid.rsplit("[", 1)[-1].rstrip("]").split("-")
+    if not passes or passes.get("expected") is None or len(params) < 4:
+        return False
+    batch, k = params[-1], int(passes["num_draft_tokens"])
+    prompt_id = passes["prompt_id"]
+    bundle = case.model()
+    budget = sum(
+        draft_steps_past_the_context_end(length, max_new, k, bundle.max_context)
+        for length, max_new in _batch_of(case, prompt_id, batch, k)
+    )
+    from harness.models.loading import checkpoint_is_hybrid
+    from harness.models.prompts import load_prompts
+
+    length = _prompt_length(case, prompt_id)
+    max_new = next(p.max_new_tokens for p in load_prompts() if p.id == prompt_id)
+    hybrid = checkpoint_is_hybrid(bundle.path)  # its pass after a restored rejection drafts nothing (decoder.py)
+    steps, short = passes["steps"], 0
+    for index, step in enumerate(steps):
+        after_restore = index > 0 and steps[index - 1]["accepted"] < len(steps[index - 1]["drafts"])
+        planned = min(k, bundle.max_context - length - step["start"] - 2, max_new - step["start"] - 1)
+        if step["start"] >= 1 and len(step["drafts"]) < planned and not (after_restore and hybrid):
+            short += 1
+    return 1 <= short <= budget
