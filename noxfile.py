@@ -10,7 +10,7 @@
     nox -s docs           build the documentation site from docs/ (mkdocs, strict: a broken link fails)
     nox -s vllm           install vLLM's own environment, then the suites against vllm-mtp on its fixtures
     nox -s vllm_v2        the same on vLLM's Model Runner V2 (Triton's interpreter on CPU; smoke, sampling TV 0.2)
-    nox -s llamacpp       install llama.cpp's own environment, then the suites against llamacpp-mtp on its fixtures
+    nox -s llamacpp       llama.cpp's environments (wheel, builds), then the suites against llamacpp-mtp both ways
     nox -s transformers   the suites against transformers' own MTP implementations
 
 Extra pytest arguments go after `--`, e.g. `nox -s greedy -- --harness-decoder transformers-mtp`.
@@ -141,20 +141,25 @@ LLAMACPP_MODELS = ("tiny-deepseek-v3", "tiny-glm4-moe", "tiny-qwen3-next")  # th
 
 @nox.session
 def llamacpp(session: nox.Session) -> None:
-    """llama.cpp as the subject: its pinned environment (`mtp-harness engine install llama.cpp`), the GGUF fixtures
-    rebuilt and compared, then every suite against `llamacpp-mtp` on each GGUF fixture at the ci budget (.ci/run
-    runs them at the smoke budget), and the counts of the three runs. Options after `--` go to `mtp-harness run`."""
+    """llama.cpp as the subject: its pinned wheel's environment and its builds from source (with the harness's
+    instrumentation, and with every finding's fix), the GGUF fixtures rebuilt and compared, then every suite against
+    `llamacpp-mtp` on each GGUF fixture at the ci budget, as shipped and beneath the findings (--engine-fixes all)
+    (.ci/run runs fewer, at the smoke budget), and the counts of the six runs. Options after `--` go to `mtp-harness
+    run`."""
     install(session)
     session.run("mtp-harness", "engine", "install", "llama.cpp")
+    session.run("mtp-harness", "engine", "install", "llama.cpp", "--build")
+    session.run("mtp-harness", "engine", "install", "llama.cpp", "--build", "--fixes", "all")
     session.run("python", "fixtures/build_gguf.py", "--check")
     runs = []
     for model in LLAMACPP_MODELS:
-        report_dir = f"reports/nox-llamacpp-{model}"
-        runs.append(report_dir)
-        session.run(
-            "mtp-harness", "run", "--decoder", "llamacpp-mtp", "--model", model, "--report-dir", report_dir,
-            *session.posargs,
-        )  # fmt: skip
+        for fixes in ("none", "all"):
+            report_dir = f"reports/nox-llamacpp-{model}" + ("" if fixes == "none" else "-beneath")
+            runs.append(report_dir)
+            session.run(
+                "mtp-harness", "run", "--decoder", "llamacpp-mtp", "--model", model, "--engine-fixes", fixes,
+                "--report-dir", report_dir, *session.posargs,
+            )  # fmt: skip
     session.run("mtp-harness", "summarize", *runs)
 
 

@@ -197,6 +197,12 @@ def build_parser() -> argparse.ArgumentParser:
         "writes it), applied after the instrumentation (repeat it); run it with mtp-harness run --engine-patch FILE",
     )
     engine.add_argument(
+        "--fixes",
+        default=NO_FIXES,
+        metavar="none|all|SLUG[,SLUG...]",
+        help="with --build: the documented fixes of these findings built in (what mtp-harness run --engine-fixes runs)",
+    )
+    engine.add_argument(
         "--flavour",
         choices=["cpu", "cuda"],
         default=None,
@@ -386,8 +392,8 @@ def engine(args: argparse.Namespace) -> int:
         print(f"mtp-harness engine: {error}", file=sys.stderr)
         return USAGE_ERROR
     flavour = args.flavour or default_flavour(environment)
-    if args.patch and not args.build:
-        print("mtp-harness engine: --patch goes with --build", file=sys.stderr)
+    if (args.patch or args.fixes != NO_FIXES) and not args.build:
+        print("mtp-harness engine: --patch and --fixes go with --build", file=sys.stderr)
         return USAGE_ERROR
     try:
         if args.build:
@@ -410,13 +416,20 @@ def engine_build(record: Engine, args: argparse.Namespace) -> int:
     if record.make_build is None or record.build_record is None:
         print(f"mtp-harness engine: {record.name} is installed from its wheel; it has no build from source")
         return USAGE_ERROR
+    from harness.subjects.run_options import CLI, check_engine_fixes
+
     patches = tuple(str(Path(patch).resolve()) for patch in args.patch)
-    options = EngineOptions(runner=record.source_runner, patches=patches)
+    try:
+        fixes = check_engine_fixes(args.fixes, record.decoder_name(True), record, CLI)
+    except HarnessError as error:
+        print(f"mtp-harness engine: {str(error).replace('--engine-fixes', '--fixes')}", file=sys.stderr)
+        return USAGE_ERROR
+    options = EngineOptions(runner=record.source_runner, fixes=fixes, patches=patches)
     if args.action == "install":
         record.make_build(options, lambda line: print(f"mtp-harness engine: {line}", flush=True))
         return 0
     built = record.build_record(options)
-    what = f"{record.name} from source with {len(patches)} patch(es) of yours"
+    what = f"{record.name} from source with {len(fixes)} fix(es) and {len(patches)} patch(es) of yours"
     if built is None:
         print(f"{what}: not built (mtp-harness engine install {record.name} --build)")
         return 1

@@ -66,3 +66,42 @@ def test_draft_conformance_is_explained_only_while_most_passes_conform():
     mismatches = [{"request": 0, "start": i, "drafts": [1], "expected": [2]} for i in range(10)]
     assert only_the_drafts_differ(case(conformance={"passes": 400, "mismatches": mismatches}))
     assert not only_the_drafts_differ(case(conformance={"passes": 20, "mismatches": mismatches}))
+
+
+# the passes llama.cpp made for long-01 (a 232-token prompt, max_new_tokens 24) at k = 4 with every position's draft
+# rejected, on tiny-glm4-moe, in the batch at the context end (with long-02, 247 + 9 tokens): the pass at 8 lost its
+# drafts to long-02's failed draft decode, the pass at 22 to its own (measured 2026-12-03)
+LONG_01_DRAFTS = [0, 4, 4, 4, 4, 4, 4, 4, 0, *[4] * 11, 3, 2, 0, 0]
+
+
+def forced_passes(drafts, prompt_id="long-01"):
+    steps = [{"start": s, "drafts": [7] * n, "accepted": 0, "emitted": [1]} for s, n in enumerate(drafts)]
+    return {"prompt_id": prompt_id, "num_draft_tokens": 4, "steps": steps, "expected": [[s, 1] for s in range(24)]}
+
+
+def forced_case(batch, passes, **records):
+    from harness.models.loading import bundle_for
+
+    nodeid = f"greedy/test_forced_rejections.py::test_forced_rejections_keep_the_reference[{passes['prompt_id']}-k4-every-position-{batch}]"
+    return FailedCase(
+        nodeid,
+        "AssertionError",
+        {"passes": passes, **records},
+        ("slug",),
+        lambda: bundle_for("tiny-glm4-moe", "cpu", "float32"),
+    )
+
+
+def test_passes_short_of_drafts_beside_a_request_past_its_context_end_are_the_drafts_past_the_limit_finding():
+    from harness.subjects.engines.llamacpp.signatures import drafts_lost_to_a_slot_past_its_context_end as explains
+
+    assert explains(forced_case("separated", forced_passes(LONG_01_DRAFTS)))
+    assert explains(forced_case("mixed", forced_passes(LONG_01_DRAFTS)))
+    # near misses: a changed token; more short passes than the batch's failing draft steps (long-01 and long-02: one
+    # each); a short pass in a batch where no request drafts past its context end (natural-01's own batch)
+    assert not explains(forced_case("separated", forced_passes(LONG_01_DRAFTS), divergence={"index": 3}))
+    three_short = [0, 4, 0, 4, 4, 4, 4, 4, 0, *[4] * 11, 3, 2, 0, 0]
+    assert not explains(forced_case("separated", forced_passes(three_short)))
+    natural = [0, 4, 4, 0, *[4] * 16, 3, 2, 1, 0]
+    assert not explains(forced_case("separated", forced_passes(natural, "natural-01")))
+    assert explains(forced_case("mixed", forced_passes(natural, "natural-01")))  # the mixed batch holds long-01/02

@@ -79,9 +79,11 @@ class LlamaCppDecoder(EngineDecoder):
 
     def max_drafts(self, prompt_length: int, start: int, max_new_tokens: int) -> int:
         """The most drafts llama.cpp proposes in a pass starting at output position `start`: its slot's draft room,
-        n_ctx - n_tokens - 2 with the pass's last sampled token counted in n_tokens (prompt_length + start), and at
-        most n_remaining - 1 = max_new_tokens - start - 1 (tools/server/server-context.cpp, get_n_draft_max)."""
-        return min(self.bundle.max_context - prompt_length - start - 2, max_new_tokens - start - 1)
+        n_ctx - n_tokens - 2, n_tokens not yet counting the pass's sampled token (prompt_length + start - 1), and at
+        most n_remaining - 1 = max_new_tokens - start - 1 (tools/server/server-context.cpp:527-531, get_n_draft_max).
+        As shipped the drafter drafts k and the server cuts the draft to this; a draft cut below n_min (k here) would
+        be dropped, but the server's cut comes after that check (common/speculative.cpp:1812, :2920)."""
+        return min(self.bundle.max_context - prompt_length - start - 1, max_new_tokens - start - 1)
 
     @property
     def built(self) -> bool:

@@ -89,10 +89,10 @@ DRAFTS_PAST_THE_SLOTS_LIMIT = Finding(
     flavours=("cpu",),
     failing={},
     # which passes of the other requests share the failing step depends on the threads' timing
-    may_fail={"*": (f"{FORCED}[*-k4-*]",)},
+    may_fail={"*": (f"{FORCED}[*-k4-*]", f"{RANDOM_REJECTIONS}[k4]")},
     signature="a forced-rejection case with the right tokens whose passes drafted fewer than planned, no more of them "
-    "than the other requests of its batch have draft steps past their slot's context end (k >= 4 and prompt + "
-    "max_new_tokens + k >= context + 4); a pass short of drafts in any other case is not explained",
+    "than the requests of its batch (itself included) have draft steps past their slot's context end (k >= 4 and "
+    "prompt + max_new_tokens + k >= context + 4); a pass short of drafts in any other case is not explained",
     explains=signatures.drafts_lost_to_a_slot_past_its_context_end,
 )
 

@@ -98,36 +98,41 @@ def draft_steps_past_the_context_end(prompt_length: int, max_new_tokens: int, k:
     return max(0, last - (context - k + 1) + 1)
 
 
-def _batch_of(case: FailedCase, prompt_id: str, batch: str, k: int) -> list[tuple[int, int]]:
-    """(prompt length, max_new_tokens) of the other requests decoded with the case's in one engine call: every
-    prompt fixture in the mixed batch, those on the case's side of the context end in its own batch
-    (harness/checks/batches.py)."""
+def _batch_of(case: FailedCase, prompt_id: str, batch: str | None, k: int) -> list[tuple[int, int]]:
+    """(prompt length, max_new_tokens) of the requests decoded in one engine call with the case's, its own first:
+    every prompt fixture in the mixed batch, those on the case's side of the context end in its own batch
+    (harness/checks/batches.py), itself alone (batch None)."""
     from harness.checks.batches import MIXED, own_batch
     from harness.models.prompts import load_prompts
 
     bundle = case.model()
     lengths = {p.id: (len(p.encode(bundle.tokenizer)), p.max_new_tokens) for p in load_prompts()}
     mine = own_batch(*lengths[prompt_id], k, bundle.max_context)
-    return [
+    others = [
         length
         for other, length in lengths.items()
-        if other != prompt_id and (batch == MIXED or own_batch(*length, k, bundle.max_context) == mine)
+        if batch is not None
+        and other != prompt_id
+        and (batch == MIXED or own_batch(*length, k, bundle.max_context) == mine)
     ]
+    return [lengths[prompt_id], *others]
 
 
 def drafts_lost_to_a_slot_past_its_context_end(case: FailedCase) -> bool:
-    """A forced-rejection case whose tokens are right and whose passes drafted fewer than planned, in a batch with
-    another request that drafts past its slot's context end (k >= 4, prompt + max_new_tokens + k >= context + 4):
-    that request's failed draft decode drops the drafts of every slot drafting in the same step. Predicted per
-    case: at most as many short passes as the other requests have draft steps past the context end (timing decides
-    which of the case's passes share the step, not how many can)."""
+    """A forced-rejection case whose tokens are right and whose passes drafted fewer than planned, in a batch with a
+    request (itself or another) that drafts past its slot's context end (k >= 4, prompt + max_new_tokens + k >=
+    context + 4): that request's failed draft decode drops the drafts of every slot drafting in the same step, its
+    own included (what it had drafted is short of n_min = k, and dropped). Predicted per case: at most as many short
+    passes as the batch's requests have draft steps past the context end (timing decides which of the case's passes
+    share the step, not how many can)."""
     if case.records.get("divergence"):
         return False  # a changed token is never this bug
     passes = case.records.get("passes")
     params = case.nodeid.rsplit("[", 1)[-1].rstrip("]").split("-")
-    if not passes or passes.get("expected") is None or len(params) < 4:
+    if not passes or passes.get("expected") is None:
         return False
-    batch, k = params[-1], int(passes["num_draft_tokens"])
+    batch = params[-1] if len(params) >= 4 else None  # the schedules' cases name their batch; random ones go alone
+    k = int(passes["num_draft_tokens"])
     prompt_id = passes["prompt_id"]
     bundle = case.model()
     budget = sum(
@@ -143,7 +148,7 @@ def drafts_lost_to_a_slot_past_its_context_end(case: FailedCase) -> bool:
     steps, short = passes["steps"], 0
     for index, step in enumerate(steps):
         after_restore = index > 0 and steps[index - 1]["accepted"] < len(steps[index - 1]["drafts"])
-        planned = min(k, bundle.max_context - length - step["start"] - 2, max_new - step["start"] - 1)
+        planned = min(k, bundle.max_context - length - step["start"] - 1, max_new - step["start"] - 1)
         if step["start"] >= 1 and len(step["drafts"]) < planned and not (after_restore and hybrid):
             short += 1
     return 1 <= short <= budget
