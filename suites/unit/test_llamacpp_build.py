@@ -10,12 +10,19 @@ one batch; those that reach it, one at a time: in a batch, a slot drafting past 
 batched draft decode (`llama_process[i] returned 1`, common/speculative.cpp), and the other slots drafting in that
 step lose their drafts, so which passes they make depends on the threads' timing, in either build. Then a request with
 a forced draft shows the build proposes the forced token wherever it drafts that position, and the target rejects
-it.
+it. Last, the instrumentation's own mutant (the forced draft not applied) built in with --engine-patch: a greedy
+slice that passes on the build fails there.
 
-Needs both llama.cpp environments (`mtp-harness engine install llama.cpp`, and `... --build`; .ci/run installs
-both)."""
+Needs both llama.cpp environments and the mutant's build (`mtp-harness engine install llama.cpp`, `... --build` and
+`... --build --patch harness/subjects/engines/llamacpp/patches/mutant-forced-draft-not-applied.patch`; .ci/run
+installs all three)."""
 
 from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -109,3 +116,53 @@ def test_a_forced_draft_is_proposed_by_the_build_and_rejected_by_the_target(both
     for step in drafting:
         assert step.drafts[position - step.start] == wrong, "the forced token was not proposed at its position"
         assert step.accepted <= position - step.start, "the target accepted the forced (wrong) draft"
+
+
+MUTANT = Path(__file__).parents[2] / "harness/subjects/engines/llamacpp/patches/mutant-forced-draft-not-applied.patch"
+SLICE = "natural-01 and k2 and (every-position-separated or last-draft-index-separated)"
+
+
+def greedy_slice(tmp_path: Path, *options: str) -> dict:
+    """The greedy slice on llamacpp-mtp (tiny-glm4-moe), run as a user runs it; its results.json and exit status."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    command = [sys.executable, "-m", "harness.commands.cli", "run", "--suite", "greedy", "--decoder", "llamacpp-mtp"]
+    command += ["--model", "tiny-glm4-moe", "-n", "0", "--report-dir", str(tmp_path), *options, "--", "-k", SLICE]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=900, cwd=tmp_path)
+    [results] = [json.loads(path.read_text()) for path in tmp_path.glob("*/results.json")]
+    return results | {"exit_status": done.returncode, "log": done.stdout[-3000:]}
+
+
+@pytest.mark.skipif(
+    built_python(build_spec(user=[MUTANT])) is None,
+    reason="the build with the mutant is not built: mtp-harness engine install llama.cpp --build --patch "
+    + str(MUTANT),
+)
+def test_forced_rejections_pass_on_the_build_and_catch_its_instrumentation_forcing_nothing(tmp_path):
+    """The instrumentation's own mutant (patches/mutant-forced-draft-not-applied.patch: the drafter keeps its token
+    where a forced one is named) built in with --engine-patch: the same slice that passes on the build fails, and the
+    pass records show where."""
+    built = greedy_slice(tmp_path / "built")
+    assert built["exit_status"] == 0, built["log"]
+    assert [case["outcome"] for case in built["cases"]] == ["passed", "passed"]
+    assert [p["role"] for p in built["run"]["engine_build"]["build"]["patches"]] == ["instrumentation"]
+    broken = greedy_slice(tmp_path / "mutant", "--engine-patch", str(MUTANT))
+    assert broken["exit_status"] == 1, broken["log"]
+    assert [case["outcome"] for case in broken["cases"]] == ["failed", "failed"]
+    assert [p["role"] for p in broken["run"]["engine_build"]["build"]["patches"]] == ["instrumentation", "user"]
+
+
+def test_a_patch_that_does_not_apply_stops_the_build_at_its_step_and_leaves_no_environment(tmp_path, monkeypatch):
+    from harness.subjects.engines.environments import EngineEnvironmentError
+    from harness.subjects.engines.llamacpp.build import build
+
+    monkeypatch.setenv("MTP_HARNESS_ENGINES", str(tmp_path / "engines"))
+    stale = tmp_path / "stale.patch"
+    stale.write_text(
+        "--- a/common/speculative.cpp\n+++ b/common/speculative.cpp\n@@ -1,1 +1,1 @@\n-no such line\n+any line\n"
+    )
+    spec = build_spec(user=[stale])
+    with pytest.raises(
+        EngineEnvironmentError, match=r"failed at the patches step: patch stale.patch \(user\) does not"
+    ):
+        build(spec, log=lambda line: None)
+    assert not spec.home.exists() and not list((tmp_path / "engines").glob("*")), "a failed build left an environment"
