@@ -431,7 +431,8 @@ def engine_build(record: Engine, args: argparse.Namespace) -> int:
     built = record.build_record(options)
     what = f"{record.name} from source with {len(fixes)} fix(es) and {len(patches)} patch(es) of yours"
     if built is None:
-        print(f"{what}: not built (mtp-harness engine install {record.name} --build)")
+        asked = "".join([f" --fixes {args.fixes}" if fixes else "", *(f" --patch {p}" for p in patches)])
+        print(f"{what}: not built (mtp-harness engine install {record.name} --build{asked})")
         return 1
     print(f"{what}: build {built['build']['key']}, built {built['built_at']} in {built['install_seconds']} s")
     return 0
