@@ -94,18 +94,27 @@ class LlamaCppDecoder(EngineDecoder):
     def build_spec(self) -> BuildSpec:
         return build_spec(self.options.fixes, self.options.patches)
 
+    def built_info(self) -> dict:
+        """The record of the build this subject runs (build.py's engine.json); a HarnessError that says how to
+        build it when it is not built."""
+        spec = self.build_spec
+        info = build_info(spec)
+        if info is None:
+            asked = "".join(
+                [f" --fixes {','.join(self.options.fixes)}" if self.options.fixes else ""]
+                + [f" --patch {p}" for p in self.options.patches]
+            )
+            raise HarnessError(
+                f"llama.cpp built from source (build {spec.key}) is not built: run `mtp-harness engine install "
+                f"llama.cpp --build{asked}` (mtp-harness run builds it itself)"
+            )
+        return info
+
     def server_python(self) -> Path:
         if not self.built:
             return super().server_python()
-        spec = self.build_spec
-        python = built_python(spec)
-        if python is None:
-            patches = "".join(f" --patch {p}" for p in self.options.patches)
-            raise HarnessError(
-                f"llama.cpp built from source (build {spec.key}) is not built: run `mtp-harness engine install "
-                f"llama.cpp --build{patches}` (mtp-harness run builds it itself)"
-            )
-        return python
+        self.built_info()  # built, or a HarnessError saying how
+        return built_python(self.build_spec)
 
     def fixes_env(self) -> dict[str, str]:
         return {}  # the fixes are compiled into the build (build.py); its record names them to the server
@@ -113,7 +122,7 @@ class LlamaCppDecoder(EngineDecoder):
     def server_env(self) -> dict[str, str]:
         if not self.built:
             return {}
-        return {BUILD_VARIABLE: json.dumps(build_info(self.build_spec)["build"])}
+        return {BUILD_VARIABLE: json.dumps(self.built_info()["build"])}
 
     @property
     def engine_version(self) -> str | None:
