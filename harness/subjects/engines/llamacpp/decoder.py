@@ -44,7 +44,7 @@ from harness.contract.errors import HarnessError
 from harness.models.loading import ModelBundle, checkpoint_is_hybrid
 from harness.subjects.engines.decoder import EngineDecoder, engine_threads
 from harness.subjects.engines.llamacpp.build import BuildSpec, build_info, build_spec, built_python
-from harness.subjects.engines.llamacpp.environment import SOURCE, gguf_of, missing_gguf
+from harness.subjects.engines.llamacpp.environment import SOURCE, draft_room, gguf_of, missing_gguf
 from harness.subjects.engines.llamacpp.server import BUILD_VARIABLE
 
 PARALLEL_SLOTS = int(os.environ.get("MTP_HARNESS_LLAMACPP_SLOTS", "4"))
@@ -78,12 +78,10 @@ class LlamaCppDecoder(EngineDecoder):
         return checkpoint_is_hybrid(self.bundle.path)
 
     def max_drafts(self, prompt_length: int, start: int, max_new_tokens: int) -> int:
-        """The most drafts llama.cpp proposes in a pass starting at output position `start`: its slot's draft room,
-        n_ctx - n_tokens - 2, n_tokens not yet counting the pass's sampled token (prompt_length + start - 1), and at
-        most n_remaining - 1 = max_new_tokens - start - 1 (tools/server/server-context.cpp:527-531, get_n_draft_max).
+        """The most drafts llama.cpp proposes in a pass starting at output position `start` (environment.draft_room).
         As shipped the drafter drafts k and the server cuts the draft to this; a draft cut below n_min (k here) would
         be dropped, but the server's cut comes after that check (common/speculative.cpp:1812, :2920)."""
-        return min(self.bundle.max_context - prompt_length - start - 1, max_new_tokens - start - 1)
+        return draft_room(self.bundle.max_context, prompt_length, start, max_new_tokens)
 
     @property
     def built(self) -> bool:

@@ -30,6 +30,13 @@ GGUF_FILE = "model.gguf"  # beside the safetensors checkpoint; the fixtures' are
 GGUF_MANIFEST = "gguf.json"
 
 
+def draft_room(context: int, prompt_length: int, start: int, max_new_tokens: int) -> int:
+    """The most drafts llama.cpp proposes in a pass starting at output position `start`: its slot's room,
+    n_ctx - n_tokens - 2 with n_tokens not yet counting the pass's sampled token (prompt_length + start - 1), and
+    n_remaining - 1 = max_new_tokens - start - 1 (tools/server/server-context.cpp:527-531, get_n_draft_max)."""
+    return min(context - prompt_length - start - 1, max_new_tokens - start - 1)
+
+
 def runner_problem(engine: object, flavour: str, runner: str) -> str | None:
     """Why llama.cpp's `runner` cannot run here: the wheel's environment not installed (a build from source is made
     by `mtp-harness run` or `engine install llama.cpp --build` when missing)."""

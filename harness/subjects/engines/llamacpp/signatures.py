@@ -135,20 +135,17 @@ def drafts_lost_to_a_slot_past_its_context_end(case: FailedCase) -> bool:
     k = int(passes["num_draft_tokens"])
     prompt_id = passes["prompt_id"]
     bundle = case.model()
-    budget = sum(
-        draft_steps_past_the_context_end(length, max_new, k, bundle.max_context)
-        for length, max_new in _batch_of(case, prompt_id, batch, k)
-    )
+    members = _batch_of(case, prompt_id, batch, k)  # the case's own request first
+    budget = sum(draft_steps_past_the_context_end(length, new, k, bundle.max_context) for length, new in members)
     from harness.models.loading import checkpoint_is_hybrid
-    from harness.models.prompts import load_prompts
+    from harness.subjects.engines.llamacpp.environment import draft_room
 
-    length = _prompt_length(case, prompt_id)
-    max_new = next(p.max_new_tokens for p in load_prompts() if p.id == prompt_id)
+    length, max_new = members[0]
     hybrid = checkpoint_is_hybrid(bundle.path)  # its pass after a restored rejection drafts nothing (decoder.py)
     steps, short = passes["steps"], 0
     for index, step in enumerate(steps):
         after_restore = index > 0 and steps[index - 1]["accepted"] < len(steps[index - 1]["drafts"])
-        planned = min(k, bundle.max_context - length - step["start"] - 1, max_new - step["start"] - 1)
+        planned = min(k, draft_room(bundle.max_context, length, step["start"], max_new))
         if step["start"] >= 1 and len(step["drafts"]) < planned and not (after_restore and hybrid):
             short += 1
     return 1 <= short <= budget
