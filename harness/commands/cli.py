@@ -242,14 +242,16 @@ def build_parser() -> argparse.ArgumentParser:
 def pytest_command(args: argparse.Namespace, options: RunOptions, junit: Path) -> list[str]:
     """The pytest invocation for `mtp-harness run` (printed, so a run can be reproduced by hand); the run's options
     written back by harness/contract/run_options.py; the report goes beside the JUnit file. Progress comes from
-    harness.plugin.progress instead of a dot per test."""
+    harness.plugin.progress instead of a dot per test; the costliest cases go first (harness.plugin.case_order), in
+    that order to the workers (--no-loadscope-reorder)."""
     command = [*suites_pytest([SUITES_DIR]), "-m", marker_expression(tuple(args.suite.split(","))), "-q"]
-    command += ["-p", "harness.plugin.progress", "-o", "console_output_style=classic"]
+    command += ["-p", "harness.plugin.progress", "-p", "harness.plugin.case_order"]
+    command += ["-o", "console_output_style=classic"]
     command.append(f"--harness-report={junit.parent}")
     command += pytest_arguments(options)
     workers = resolve_workers(args.workers, args.device)
     if workers:
-        command += ["-n", str(workers), "--dist", "loadgroup"]
+        command += ["-n", str(workers), "--dist", "loadgroup", "--no-loadscope-reorder"]
     command.append(f"--junitxml={junit}")
     extra = args.pytest_args[1:] if args.pytest_args[:1] == ["--"] else args.pytest_args
     return command + extra

@@ -7,7 +7,8 @@ the harness's (options.harness_session: it runs the harness's suites or passes a
 checks the run's options before any conftest loads (session.py), and registers the plugin's parts: session.py (seed,
 markers, threads, Hypothesis profile, recorder), collection.py (which tests run, which findings watch them), cases.py
 (each case's report), fixtures.py (the fixtures), minimal.py (failure groups shrunk at the end). known.py has the
-recorded engine findings judge their tests; recorder.py and progress.py are plugins of their own.
+recorded engine findings judge their tests; recorder.py, progress.py and case_order.py are plugins of their own, the
+last two driven by case_costs.py (each case's expected seconds).
 
 Imports: every subpackage but harness.commands; nothing outside the pytest side imports it.
 """

@@ -2,13 +2,22 @@
 the cases, or after PROGRESS_EVERY_S seconds when some finished, with cases done, total and the time left;
 pytest's dot per test is left out. Runs in the controlling process only: pytest-xdist relays every worker's
 reports to it.
+
+The time left weighs each case by its expected cost (case_costs.py: its duration in the last run in the same report
+directory, else its test function's, else its suite's prior), not as an equal share; without a last run, the priors
+are scaled by how the finished cases' durations compare with them; less what a running case has run already, and
+never shorter than the costliest xdist group still to finish on its one worker: a run whose last cases are its slow
+ones is not "about 4s" from its end.
 """
 
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
+
+from harness.plugin.case_costs import case_costs, last_durations, remaining_s, time_left_s
 
 PROGRESS_STEPS = 20  # a line every 5% of the cases
 PROGRESS_EVERY_S = 60.0
@@ -31,13 +40,9 @@ def progress_line(done: int, total: int, failed: int, elapsed_s: float, left_s: 
     return line if left_s is None or done >= total else f"{line}, about {format_duration(left_s)} left"
 
 
-def time_left(done: int, total: int, first_done_s: float, now_s: float) -> float | None:
-    """Seconds per case since the first one finished (start-up and collection left out) x cases to go."""
-    return (now_s - first_done_s) / (done - 1) * (total - done) if done >= 2 else None
-
-
 class Progress:
-    """Counts finished cases (pytest_runtest_logfinish, once per test) and failed ones (any failed phase)."""
+    """Counts finished cases (pytest_runtest_logfinish, once per test) and failed ones (any failed phase); keeps when
+    each case started and how long each finished one took, for the time left."""
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
@@ -45,32 +50,70 @@ class Progress:
         self.session: pytest.Session | None = None
         self.done = 0
         self.failed: set[str] = set()
-        self.first_done = 0.0
         self.step = 0  # of the last line: done * PROGRESS_STEPS // total
         self.last_line = self.started
+        self.costs: dict[str, float] = {}  # nodeid -> expected seconds, once the cases are known
+        self.case_started: dict[str, float] = {}  # nodeid -> when it started (cases not finished)
+        self.took: dict[str, float] = {}  # nodeid -> seconds of its phases so far
+        self.finished: set[str] = set()
+        self.cost_finished = 0.0  # the expected seconds of the finished cases, against sum(took of those)
+        self.took_finished = 0.0
+        self.workers: set[str] = set()  # pytest-xdist's workers that collected
+        self.measured = False  # the costs come from the last run on this machine: taken as they are (ratio 1)
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         self.session = session
+
+    def known_durations(self) -> dict[str, float]:
+        report = self.config.getoption("harness_report", None)
+        return last_durations(Path(report).parent, Path(report)) if report and report != "auto" else {}
+
+    def expect(self, nodeids: list[str]) -> None:
+        known = self.known_durations()
+        self.costs, self.measured = case_costs(nodeids, known), bool(known)
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:  # without xdist: the items are here
+        self.expect([item.nodeid for item in session.items])
+
+    def pytest_xdist_node_collection_finished(self, node: object, ids: list[str]) -> None:  # xdist: per worker
+        self.workers.add(str(getattr(node, "gateway", node)))
+        if not self.costs:
+            self.expect(ids)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_report_teststatus(self, report: pytest.TestReport):  # noqa: ANN201 - (category, letter, word)
         category, _, word = yield
         return category, "", word  # no dot per test; the category still feeds pytest's summary
 
+    def pytest_runtest_logstart(self, nodeid: str) -> None:
+        self.case_started[nodeid] = time.monotonic()
+
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self.took[report.nodeid] = self.took.get(report.nodeid, 0.0) + report.duration
         if report.failed:
             self.failed.add(report.nodeid)
 
+    def time_left(self, now: float) -> float:
+        """Seconds left (case_costs.py): the costs of a last run on this machine as they are; the suites' priors scaled
+        by how long the finished cases took against them."""
+        scaled = not self.measured and self.cost_finished > 0
+        ratio = self.took_finished / self.cost_finished if scaled else 1.0
+        running = {nodeid: now - started for nodeid, started in self.case_started.items()}
+        return time_left_s(remaining_s(self.costs, running, self.finished, ratio), len(self.workers) or 1)
+
     def pytest_runtest_logfinish(self, nodeid: str) -> None:
         self.done += 1
+        self.finished.add(nodeid)
+        self.case_started.pop(nodeid, None)
+        self.cost_finished += self.costs.get(nodeid, 0.0)
+        self.took_finished += self.took.get(nodeid, 0.0)
         total = max(getattr(self.session, "testscollected", 0), self.done)  # xdist: what the workers collected
         step, now = self.done * PROGRESS_STEPS // total, time.monotonic()
-        self.first_done = self.first_done or now
         if step > self.step or now - self.last_line >= PROGRESS_EVERY_S:
             self.step, self.last_line = step, now
             reporter = self.config.pluginmanager.get_plugin("terminalreporter")
             if reporter is not None:
-                left = time_left(self.done, total, self.first_done, now)
+                left = self.time_left(now) if self.costs else None
                 reporter.write_line(progress_line(self.done, total, len(self.failed), now - self.started, left))
 
 

@@ -31,6 +31,7 @@ from harness.contract.records import (
     RunHeader,
 )
 from harness.contract.run_options import RunOptions, pytest_arguments, without_run_options
+from harness.plugin.case_costs import bare_nodeid
 from harness.report.run_header import run_header
 from harness.subjects.engines.environments import flavour_of
 from harness.subjects.engines.registry import engine_of_decoder
@@ -39,7 +40,6 @@ from harness.triage.groups import failure_groups, known_groups
 PARTIAL_EVERY_S = 20.0
 UNFINISHED = "unfinished"  # set up but no call report yet (running, or interrupted): left out of the results
 MESSAGE_LIMIT = 4000
-XDIST_GROUP_SUFFIX = re.compile(r"@[^\[\]@/:]+$")  # `--dist loadgroup` appends "@<group>" to node ids
 XDIST_WORKER_LINE = re.compile(r"^\[gw\d+\] [^\n]*\n")  # "[gw0] linux -- Python ...": which worker, not what failed
 
 
@@ -111,7 +111,7 @@ class RunRecorder:
     # --- collecting ---------------------------------------------------------------------------------------
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        nodeid = XDIST_GROUP_SUFFIX.sub("", report.nodeid)
+        nodeid = bare_nodeid(report.nodeid)
         case = self.cases.setdefault(nodeid, self._new_case(nodeid))
         case["duration_s"] = round(float(case["duration_s"]) + report.duration, 4)
         for name, value in report.user_properties:

@@ -19,7 +19,9 @@ def test_run_builds_a_reproducible_pytest_command(tmp_path):
     assert command[command.index("-m", 3) + 1] == "greedy"
     assert command[command.index("-c") + 1].endswith(("pyproject.toml", "suites.ini")), "the suites' own settings"
     assert "--harness-decoder=target" in command and "--harness-dtype=float32" in command
-    assert command[-5:] == ["2", "--dist", "loadgroup", f"--junitxml={tmp_path / 'junit.xml'}", "-x"]
+    assert command[-6:] == [
+        "2", "--dist", "loadgroup", "--no-loadscope-reorder", f"--junitxml={tmp_path / 'junit.xml'}", "-x"
+    ]  # fmt: skip
 
 
 def test_run_takes_several_suites_joined_by_commas_and_names_an_unknown_one(tmp_path, capsys):

@@ -7,12 +7,14 @@ import argparse
 import importlib.util
 import os
 import re
+from types import SimpleNamespace
 
 import pytest
 
 import harness.commands.cli as cli
+import harness.plugin.progress as progress
 from harness.contract.run_options import RunOptions
-from harness.plugin.progress import format_duration, progress_line, time_left
+from harness.plugin.progress import Progress, format_duration, progress_line
 
 pytest_plugins = ["pytester"]
 
@@ -81,9 +83,45 @@ def test_a_progress_line_says_cases_done_total_failures_and_time_left():
     assert format_duration(59.6) == "1m 00s"
 
 
-def test_time_left_is_the_rate_since_the_first_case_times_the_cases_to_go():
-    assert time_left(1, 10, first_done_s=100.0, now_s=100.0) is None
-    assert time_left(3, 10, first_done_s=100.0, now_s=104.0) == pytest.approx(2.0 * 7)
+class FakeConfig:
+    """What Progress reads of pytest's config: no report directory, and a terminal that keeps the lines."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.pluginmanager = self
+
+    def getoption(self, name, default=None):
+        return default
+
+    def get_plugin(self, name):
+        return self
+
+    def write_line(self, line: str) -> None:
+        self.lines.append(line)
+
+
+def test_the_time_left_weighs_each_case_by_its_cost_not_as_an_equal_share(monkeypatch):
+    clock = iter(float(t) for t in range(100, 200))
+    monkeypatch.setattr(progress.time, "monotonic", lambda: next(clock))
+    config = FakeConfig()
+    watcher = Progress(config)
+    watcher.session, watcher.workers = SimpleNamespace(testscollected=22), {"gw0", "gw1"}
+    # 20 cheap cases expected to take 1 s each, then one group of two cases of 30 s each (one worker runs them)
+    cheap = [f"suites/greedy/test_g.py::test_a[{i}]" for i in range(20)]
+    dear = [f"suites/sampling/test_s.py::test_b[{i}]@sampling" for i in range(2)]
+    watcher.costs = {**dict.fromkeys(cheap, 1.0), **dict.fromkeys(dear, 30.0)}
+    watcher.pytest_runtest_logstart(dear[0])  # at clock 101
+    for nodeid in cheap[:11]:  # each took 2 s, twice its cost: the machine is slower than the costs say
+        watcher.pytest_runtest_logstart(nodeid)
+        watcher.pytest_runtest_logreport(SimpleNamespace(nodeid=nodeid, duration=2.0, failed=False))
+        watcher.pytest_runtest_logfinish(nodeid)
+    line = config.lines[-1]  # at clock 123: 11 of 22 cases, 50%
+    assert "11/22 cases (50%)" in line, line
+    # the group needs 2 x 60 s, less the 22 s its first case has run: 98 s; the cheap ones 9 x 2 s / 2 workers
+    # (counting cases as equal shares would say about 23 s)
+    assert line.endswith("about 1m 38s left"), line
+    watcher.measured = True  # costs from the last run on this machine: taken as they are, not scaled
+    assert watcher.time_left(123.0) == pytest.approx(30.0 - 22.0 + 30.0)
 
 
 MANY_TESTS = """

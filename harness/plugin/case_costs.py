@@ -1,0 +1,103 @@
+"""Each case's expected cost in seconds: what orders the cases (the costliest first, case_order.py) and what the
+progress line's time left counts (progress.py), so that a run ends when its estimate says.
+
+A case's cost is, in this order of preference:
+1. its own duration in the last run recorded in the same report directory (results.json's `duration_s`, the newest
+   run directory other than this run's that has one);
+2. the median duration of that run's cases of the same test function (its other parameters);
+3. the prior of its suite (SUITE_PRIORS_S): the median case of each suite in a measured default run, in seconds on the
+   2-core reference machine. Only ratios matter: the time left scales the costs by the pace the run itself shows.
+
+The time left (time_left_s), with w workers: what each unfinished case still needs, spread over the workers but never
+shorter than the costliest unit (an xdist group runs on one worker, its cases one after the other):
+    ratio       = 1 with a last run (its durations are this machine's); with the suites' priors only,
+                  (seconds the finished cases took) / (their costs)  (1 before any finished)
+    need(case)  = max(cost x ratio - seconds it has run, 0)              (a case not started has run 0 s)
+    left        = max(sum of need / w, max over units of the unit's sum of need)
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from harness.contract.paths import suite_of
+
+RESULTS_FILE = "results.json"
+# The median case of each suite in a default run (`mtp-harness run`, tiny-deepseek-v3 float64, 2 workers), measured
+# 2026-12-03 (docs/measurements/speed.md); a case of another suite (unit tests) counts as a greedy one.
+SUITE_PRIORS_S: Mapping[str, float] = {"greedy": 0.05, "invariants": 0.5, "sampling": 10.0, "engine": 2.0}
+DEFAULT_SUITE = "greedy"
+XDIST_GROUP_SUFFIX = re.compile(r"@[^\[\]@/:]+$")  # `--dist loadgroup` appends "@<group>" to node ids
+
+
+def bare_nodeid(nodeid: str) -> str:
+    """The node id without xdist's `@group` suffix (as results.json records it)."""
+    return XDIST_GROUP_SUFFIX.sub("", nodeid)
+
+
+def function_of(nodeid: str) -> str:
+    """The test function: the node id without its parameters (and without xdist's `@group` suffix)."""
+    return bare_nodeid(nodeid).split("[", 1)[0]
+
+
+def last_durations(report_root: Path, this_run: Path | None = None) -> dict[str, float]:
+    """nodeid -> seconds, from the newest run directory in report_root (not this_run) with a readable results.json;
+    empty when there is none. A file that cannot be read is passed over, never an error: costs are only estimates."""
+    if not report_root.is_dir():
+        return {}
+    runs = sorted((p for p in report_root.iterdir() if (p / RESULTS_FILE).is_file()), reverse=True)
+    for run in runs:
+        if this_run is not None and run.resolve() == this_run.resolve():
+            continue
+        try:
+            cases = json.loads((run / RESULTS_FILE).read_text())["cases"]
+            return {case["nodeid"]: float(case["duration_s"]) for case in cases if case.get("duration_s") is not None}
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return {}
+
+
+def case_costs(nodeids: Iterable[str], known: Mapping[str, float]) -> dict[str, float]:
+    """nodeid -> expected seconds: its known duration, else its function's median known duration, else its suite's
+    prior (module docstring)."""
+    by_function: dict[str, list[float]] = {}
+    for nodeid, seconds in known.items():
+        by_function.setdefault(function_of(nodeid), []).append(seconds)
+    medians = {function: statistics.median(values) for function, values in by_function.items()}
+    costs = {}
+    for nodeid in nodeids:
+        prior = SUITE_PRIORS_S.get(suite_of(nodeid), SUITE_PRIORS_S[DEFAULT_SUITE])
+        cost = known.get(bare_nodeid(nodeid), medians.get(function_of(nodeid)))
+        costs[nodeid] = prior if cost is None else cost
+    return costs
+
+
+def unit_of_nodeid(nodeid: str) -> str:
+    """What runs on one worker, as pytest-xdist's controller sees it: the case's group (`@group` suffix), or itself."""
+    suffix = XDIST_GROUP_SUFFIX.search(nodeid)
+    return suffix.group(0) if suffix else nodeid
+
+
+def remaining_s(
+    costs: Mapping[str, float], running_for_s: Mapping[str, float], finished: Iterable[str], ratio: float
+) -> dict[str, float]:
+    """nodeid -> seconds it still needs, for every case not finished: need = max(cost x ratio - run so far, 0)."""
+    done = set(finished)
+    return {
+        nodeid: max(cost * ratio - running_for_s.get(nodeid, 0.0), 0.0)
+        for nodeid, cost in costs.items()
+        if nodeid not in done
+    }
+
+
+def time_left_s(needs: Mapping[str, float], workers: int = 1) -> float:
+    """left = max(sum of need / w, the costliest unit's sum of need) (module docstring)."""
+    units: dict[str, float] = {}
+    for nodeid, need in needs.items():
+        unit = unit_of_nodeid(nodeid)
+        units[unit] = units.get(unit, 0.0) + need
+    return max(sum(needs.values()) / max(workers, 1), max(units.values(), default=0.0))

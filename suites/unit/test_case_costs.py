@@ -1,0 +1,147 @@
+"""Each case's expected cost (harness/plugin/case_costs.py) and the order it gives (harness/plugin/case_order.py): the
+last run's durations first, then the test function's, then the suite's prior; the time left spread over the workers
+but never shorter than the costliest unit left; the costliest units (xdist groups, modules) first, each in pytest's
+order."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from harness.plugin.case_costs import (
+    SUITE_PRIORS_S,
+    bare_nodeid,
+    case_costs,
+    last_durations,
+    remaining_s,
+    time_left_s,
+    unit_of_nodeid,
+)
+
+pytest_plugins = ["pytester"]
+
+GREEDY = "suites/greedy/test_g.py::test_natural[k1]"
+SAMPLING = "suites/sampling/test_s.py::test_law[case-1]@sampling"
+
+
+def write_run(root, name, durations):
+    run = root / name
+    run.mkdir(parents=True)
+    cases = [{"nodeid": nodeid, "duration_s": seconds} for nodeid, seconds in durations.items()]
+    (run / "results.json").write_text(json.dumps({"cases": cases}))
+    return run
+
+
+def test_the_last_run_other_than_this_one_gives_the_durations(tmp_path):
+    write_run(tmp_path, "20261201-100000", {GREEDY: 9.0})
+    write_run(tmp_path, "20261202-100000", {GREEDY: 1.5})
+    this_run = write_run(tmp_path, "20261203-100000", {GREEDY: 99.0})  # written while it runs: not a last run
+    (tmp_path / "20261204-100000").mkdir()  # no results.json
+    assert last_durations(tmp_path, this_run) == {GREEDY: 1.5}
+    (tmp_path / "20261202-100000" / "results.json").write_text("{not json")
+    assert last_durations(tmp_path, this_run) == {GREEDY: 9.0}  # an unreadable file is passed over
+    assert last_durations(tmp_path / "missing") == {}
+
+
+def test_a_case_costs_its_last_duration_else_its_function_s_median_else_its_suite_s_prior():
+    known = {
+        "suites/greedy/test_g.py::test_natural[k1]": 0.2,
+        "suites/greedy/test_g.py::test_natural[k2]": 0.4,
+        "suites/greedy/test_g.py::test_natural[k3]": 3.0,
+        "suites/sampling/test_s.py::test_law[case-1]": 240.0,
+    }
+    costs = case_costs(
+        [
+            "suites/greedy/test_g.py::test_natural[k2]",
+            "suites/greedy/test_g.py::test_natural[k4]",  # new parameter: the function's median
+            SAMPLING,  # the group suffix is not part of what results.json records
+            "suites/invariants/test_i.py::test_new",
+            "suites/unit/test_u.py::test_other",  # no prior of its own: a greedy case's
+        ],
+        known,
+    )
+    assert list(costs.values()) == [0.4, 0.4, 240.0, SUITE_PRIORS_S["invariants"], SUITE_PRIORS_S["greedy"]]
+    assert bare_nodeid(SAMPLING) == "suites/sampling/test_s.py::test_law[case-1]"
+    assert bare_nodeid("suites/x.py::test[a@b-c]") == "suites/x.py::test[a@b-c]"  # an @ inside parameters stays
+
+
+def test_the_time_left_spreads_what_is_needed_over_the_workers_but_waits_for_the_costliest_unit():
+    costs = {GREEDY: 10.0, "suites/greedy/test_g.py::test_other": 20.0, SAMPLING: 30.0, SAMPLING + "-2": 0.0}
+    # the greedy case finished; the other runs for 5 s already; the machine takes 2 s a unit of cost
+    needs = remaining_s(costs, {"suites/greedy/test_g.py::test_other": 5.0}, [GREEDY], ratio=2.0)
+    assert needs == {"suites/greedy/test_g.py::test_other": 35.0, SAMPLING: 60.0, SAMPLING + "-2": 0.0}
+    assert unit_of_nodeid(SAMPLING) == "@sampling" and unit_of_nodeid(GREEDY) == GREEDY
+    assert time_left_s(needs, workers=1) == pytest.approx(95.0)
+    assert time_left_s(needs, workers=2) == pytest.approx(60.0)  # the group's 60 s on one worker, not 95 / 2
+    assert time_left_s({GREEDY: 30.0, "suites/greedy/test_g.py::test_other": 30.0}, workers=2) == pytest.approx(30.0)
+    assert remaining_s({GREEDY: 1.0}, {GREEDY: 9.0}, [], ratio=1.0) == {GREEDY: 0.0}  # running past its cost
+
+
+ORDERED = """
+import pytest
+
+@pytest.mark.parametrize("i", range(3))
+def test_cheap(i):
+    pass
+
+@pytest.mark.xdist_group("family")
+@pytest.mark.parametrize("i", range(2))
+def test_grouped(i):
+    pass
+
+def test_dear():
+    pass
+"""
+
+SECOND_MODULE = """
+def test_a():
+    pass
+
+def test_b():
+    pass
+"""
+
+THIRD_MODULE = """
+def test_c():
+    pass
+"""
+
+
+def test_the_costliest_units_go_first_each_a_group_or_a_module_in_pytest_s_order(pytester, tmp_path):
+    pytester.makeconftest(
+        "def pytest_addoption(parser):\n    parser.addoption('--harness-report', dest='harness_report')\n"
+    )
+    pytester.makepyfile(test_one=ORDERED, test_two=SECOND_MODULE, test_three=THIRD_MODULE)
+    root = tmp_path / "reports"
+    write_run(
+        root,
+        "20261202-100000",
+        {
+            "test_one.py::test_cheap[0]": 0.1,
+            "test_one.py::test_cheap[1]": 5.0,
+            "test_one.py::test_grouped[0]": 2.0,
+            "test_one.py::test_grouped[1]": 7.0,  # the group: 9.0 in all
+            "test_one.py::test_dear": 3.0,  # test_one's others: 5.1 + 2.55 (test_cheap[2]: its function's median) + 3
+            "test_two.py::test_a": 1.0,
+            "test_two.py::test_b": 12.5,  # the module: 13.5 in all
+            "test_three.py::test_c": 0.5,
+        },
+    )
+    result = pytester.runpytest_subprocess(
+        "--collect-only", "-q", "-p", "no:mtp_harness", "-p", "harness.plugin.case_order",
+        f"--harness-report={root / '20261203-100000'}",
+    )  # fmt: skip
+    order = [line for line in result.outlines if re.match(r"test_\w+\.py::", line)]
+    assert order == [
+        "test_two.py::test_a",  # 13.5
+        "test_two.py::test_b",
+        "test_one.py::test_cheap[0]",  # test_one.py without its group, 10.65, in pytest's order
+        "test_one.py::test_cheap[1]",
+        "test_one.py::test_cheap[2]",
+        "test_one.py::test_dear",
+        "test_one.py::test_grouped[0]",  # the group, 9.0
+        "test_one.py::test_grouped[1]",
+        "test_three.py::test_c",  # 0.5
+    ]
