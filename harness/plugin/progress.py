@@ -4,10 +4,9 @@ pytest's dot per test is left out. Runs in the controlling process only: pytest-
 reports to it.
 
 The time left weighs each case by its expected cost (case_costs.py: its duration in the last run in the same report
-directory, else its test function's, else its suite's prior), not as an equal share; without a last run, the priors
-are scaled by how the finished cases' durations compare with them; less what a running case has run already, and
-never shorter than the costliest xdist group still to finish on its one worker: a run whose last cases are its slow
-ones is not "about 4s" from its end.
+directory, else its test function's, else its suite's prior), not as an equal share, less what a running case has
+run already, and never shorter than the costliest xdist group still to finish on its one worker: a run whose last
+cases are its slow ones is not "about 4s" from its end.
 """
 
 from __future__ import annotations
@@ -42,7 +41,7 @@ def progress_line(done: int, total: int, failed: int, elapsed_s: float, left_s: 
 
 class Progress:
     """Counts finished cases (pytest_runtest_logfinish, once per test) and failed ones (any failed phase); keeps when
-    each case started and how long each finished one took, for the time left."""
+    each running case started, for the time left."""
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
@@ -54,12 +53,8 @@ class Progress:
         self.last_line = self.started
         self.costs: dict[str, float] = {}  # nodeid -> expected seconds, once the cases are known
         self.case_started: dict[str, float] = {}  # nodeid -> when it started (cases not finished)
-        self.took: dict[str, float] = {}  # nodeid -> seconds of its phases so far
         self.finished: set[str] = set()
-        self.cost_finished = 0.0  # the expected seconds of the finished cases, against sum(took of those)
-        self.took_finished = 0.0
         self.workers: set[str] = set()  # pytest-xdist's workers that collected
-        self.measured = False  # the costs come from the last run on this machine: taken as they are (ratio 1)
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         self.session = session
@@ -69,8 +64,7 @@ class Progress:
         return last_durations(Path(report).parent, Path(report)) if report and report != "auto" else {}
 
     def expect(self, nodeids: list[str]) -> None:
-        known = self.known_durations()
-        self.costs, self.measured = case_costs(nodeids, known), bool(known)
+        self.costs = case_costs(nodeids, self.known_durations())
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:  # without xdist: the items are here
         self.expect([item.nodeid for item in session.items])
@@ -89,24 +83,18 @@ class Progress:
         self.case_started[nodeid] = time.monotonic()
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        self.took[report.nodeid] = self.took.get(report.nodeid, 0.0) + report.duration
         if report.failed:
             self.failed.add(report.nodeid)
 
     def time_left(self, now: float) -> float:
-        """Seconds left (case_costs.py): the costs of a last run on this machine as they are; the suites' priors scaled
-        by how long the finished cases took against them."""
-        scaled = not self.measured and self.cost_finished > 0
-        ratio = self.took_finished / self.cost_finished if scaled else 1.0
+        """Seconds left (case_costs.py), the costs taken as seconds on this machine."""
         running = {nodeid: now - started for nodeid, started in self.case_started.items()}
-        return time_left_s(remaining_s(self.costs, running, self.finished, ratio), len(self.workers) or 1)
+        return time_left_s(remaining_s(self.costs, running, self.finished), len(self.workers) or 1)
 
     def pytest_runtest_logfinish(self, nodeid: str) -> None:
         self.done += 1
         self.finished.add(nodeid)
         self.case_started.pop(nodeid, None)
-        self.cost_finished += self.costs.get(nodeid, 0.0)
-        self.took_finished += self.took.get(nodeid, 0.0)
         total = max(getattr(self.session, "testscollected", 0), self.done)  # xdist: what the workers collected
         step, now = self.done * PROGRESS_STEPS // total, time.monotonic()
         if step > self.step or now - self.last_line >= PROGRESS_EVERY_S:

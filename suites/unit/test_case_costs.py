@@ -69,14 +69,14 @@ def test_a_case_costs_its_last_duration_else_its_function_s_median_else_its_suit
 
 def test_the_time_left_spreads_what_is_needed_over_the_workers_but_waits_for_the_costliest_unit():
     costs = {GREEDY: 10.0, "suites/greedy/test_g.py::test_other": 20.0, SAMPLING: 30.0, SAMPLING + "-2": 0.0}
-    # the greedy case finished; the other runs for 5 s already; the machine takes 2 s a unit of cost
-    needs = remaining_s(costs, {"suites/greedy/test_g.py::test_other": 5.0}, [GREEDY], ratio=2.0)
-    assert needs == {"suites/greedy/test_g.py::test_other": 35.0, SAMPLING: 60.0, SAMPLING + "-2": 0.0}
+    # the greedy case finished; the other runs for 5 s already
+    needs = remaining_s(costs, {"suites/greedy/test_g.py::test_other": 5.0}, [GREEDY])
+    assert needs == {"suites/greedy/test_g.py::test_other": 15.0, SAMPLING: 30.0, SAMPLING + "-2": 0.0}
     assert unit_of_nodeid(SAMPLING) == "@sampling" and unit_of_nodeid(GREEDY) == GREEDY
-    assert time_left_s(needs, workers=1) == pytest.approx(95.0)
-    assert time_left_s(needs, workers=2) == pytest.approx(60.0)  # the group's 60 s on one worker, not 95 / 2
+    assert time_left_s(needs, workers=1) == pytest.approx(45.0)
+    assert time_left_s(needs, workers=2) == pytest.approx(30.0)  # the group's 30 s on one worker, not 45 / 2
     assert time_left_s({GREEDY: 30.0, "suites/greedy/test_g.py::test_other": 30.0}, workers=2) == pytest.approx(30.0)
-    assert remaining_s({GREEDY: 1.0}, {GREEDY: 9.0}, [], ratio=1.0) == {GREEDY: 0.0}  # running past its cost
+    assert remaining_s({GREEDY: 1.0}, {GREEDY: 9.0}, []) == {GREEDY: 0.0}  # running past its cost
 
 
 ORDERED = """
