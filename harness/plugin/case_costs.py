@@ -5,8 +5,7 @@ A case's cost is, in this order of preference:
 1. its own duration in the last run recorded in the same report directory (results.json's `duration_s`, the newest
    run directory other than this run's that has one);
 2. the median duration of that run's cases of the same test function (its other parameters);
-3. the prior of its suite (SUITE_PRIORS_S): the median case of each suite in a measured default run, in seconds on the
-   2-core reference machine. Only ratios matter: the time left scales the costs by the pace the run itself shows.
+3. the prior of its suite (SUITE_PRIORS_S), in seconds on the 2-core reference machine.
 
 The time left (time_left_s), with w workers: what each unfinished case still needs, spread over the workers but never
 shorter than the costliest unit (an xdist group runs on one worker, its cases one after the other):
@@ -29,8 +28,9 @@ from pathlib import Path
 from harness.contract.paths import suite_of
 
 RESULTS_FILE = "results.json"
-# The median case of each suite in a default run (`mtp-harness run`, tiny-deepseek-v3 float64, 2 workers), measured
-# 2026-12-03 (docs/measurements/speed.md); a case of another suite (unit tests) counts as a greedy one.
+# Roughly the mean case of each suite in a default run (`mtp-harness run`, tiny-deepseek-v3 float64, 2 workers,
+# 2026-12-03, docs/measurements/speed.md): greedy 0.07 s, invariants 1.2 s, sampling 11 s (the family's 280 s over its
+# 25 cases); the engine suite, which that run skips, a guess. A case of another suite (unit tests) counts as greedy.
 SUITE_PRIORS_S: Mapping[str, float] = {"greedy": 0.05, "invariants": 0.5, "sampling": 10.0, "engine": 2.0}
 DEFAULT_SUITE = "greedy"
 XDIST_GROUP_SUFFIX = re.compile(r"@[^\[\]@/:]+$")  # `--dist loadgroup` appends "@<group>" to node ids
@@ -61,6 +61,15 @@ def last_durations(report_root: Path, this_run: Path | None = None) -> dict[str,
         except (OSError, ValueError, KeyError, TypeError):
             continue
     return {}
+
+
+def durations_before(report_option: str | None) -> dict[str, float]:
+    """The last run's durations for a run given `--harness-report=DIR` (last_durations(DIR's parent, DIR)); none
+    without a report directory or with 'auto' (its directory is named when the run starts: the workers, which order
+    their collections by these costs, could each see another set)."""
+    if not report_option or report_option == "auto":
+        return {}
+    return last_durations(Path(report_option).parent, Path(report_option))
 
 
 def case_costs(nodeids: Iterable[str], known: Mapping[str, float]) -> dict[str, float]:

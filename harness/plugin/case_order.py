@@ -6,18 +6,16 @@ Cases are moved in units that stay together, in pytest's order: the cases of an 
 and the cases of a module. Within a module, pytest's order is what its fixtures and the harness's caches are built
 for: cases sharing a prompt and k run one after the other and reuse what the first computed (measured: the default
 run's greedy cases, ordered one by one by cost, took 0.1-3 s each instead of 3 ms). Units go in order of their total
-cost, the costliest first. Every worker collects and orders
-the same cases the same way (pytest-xdist checks the collections are equal), and `mtp-harness run` passes
-`--no-loadscope-reorder` so the scheduler keeps this order instead of its own (units by number of cases).
+cost, the costliest first. Every worker collects and orders the same cases the same way (pytest-xdist checks the
+collections are equal), and `mtp-harness run` passes `--no-loadscope-reorder` so the scheduler keeps this order
+instead of its own (units by number of cases).
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from harness.plugin.case_costs import case_costs, last_durations
+from harness.plugin.case_costs import case_costs, durations_before
 
 
 def unit_of(item: pytest.Item) -> str:
@@ -38,14 +36,7 @@ def costliest_first(items: list[pytest.Item], costs: dict[str, float]) -> list[p
     return [item for unit in ranked for item in unit]
 
 
-def report_paths(config: pytest.Config) -> tuple[Path, Path] | None:
-    """(the report directory's root, this run's directory) from --harness-report, or None without one."""
-    report = config.getoption("harness_report", None)
-    return (Path(report).parent, Path(report)) if report else None
-
-
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    paths = report_paths(config)
-    known = last_durations(*paths) if paths else {}
+    known = durations_before(config.getoption("harness_report", None))
     items[:] = costliest_first(items, case_costs((item.nodeid for item in items), known))

@@ -12,11 +12,10 @@ cases are its slow ones is not "about 4s" from its end.
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import pytest
 
-from harness.plugin.case_costs import case_costs, last_durations, remaining_s, time_left_s
+from harness.plugin.case_costs import case_costs, durations_before, remaining_s, time_left_s
 
 PROGRESS_STEPS = 20  # a line every 5% of the cases
 PROGRESS_EVERY_S = 60.0
@@ -59,12 +58,8 @@ class Progress:
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         self.session = session
 
-    def known_durations(self) -> dict[str, float]:
-        report = self.config.getoption("harness_report", None)
-        return last_durations(Path(report).parent, Path(report)) if report and report != "auto" else {}
-
     def expect(self, nodeids: list[str]) -> None:
-        self.costs = case_costs(nodeids, self.known_durations())
+        self.costs = case_costs(nodeids, durations_before(self.config.getoption("harness_report", None)))
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:  # without xdist: the items are here
         self.expect([item.nodeid for item in session.items])

@@ -14,6 +14,7 @@ from harness.plugin.case_costs import (
     SUITE_PRIORS_S,
     bare_nodeid,
     case_costs,
+    durations_before,
     last_durations,
     remaining_s,
     time_left_s,
@@ -43,6 +44,8 @@ def test_the_last_run_other_than_this_one_gives_the_durations(tmp_path):
     (tmp_path / "20261202-100000" / "results.json").write_text("{not json")
     assert last_durations(tmp_path, this_run) == {GREEDY: 9.0}  # an unreadable file is passed over
     assert last_durations(tmp_path / "missing") == {}
+    assert durations_before(str(this_run)) == {GREEDY: 9.0}  # --harness-report=DIR: DIR's parent holds the runs
+    assert durations_before("auto") == durations_before(None) == {}
 
 
 def test_a_case_costs_its_last_duration_else_its_function_s_median_else_its_suite_s_prior():
