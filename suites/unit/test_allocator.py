@@ -1,0 +1,14 @@
+"""glibc's allocator keeps freed memory in the process (harness/plugin/allocator.py): both thresholds are accepted."""
+
+from __future__ import annotations
+
+import platform
+
+import pytest
+
+from harness.plugin.allocator import keep_freed_memory
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="mallopt is glibc's")
+def test_glibc_takes_both_thresholds():
+    assert keep_freed_memory() is True
