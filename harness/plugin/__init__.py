@@ -6,9 +6,10 @@ registers the harness's options (options.py: every one prefixed `--harness-`) an
 the harness's (options.harness_session: it runs the harness's suites or passes a harness option). Then it reads and
 checks the run's options before any conftest loads (session.py), and registers the plugin's parts: session.py (seed,
 markers, threads, Hypothesis profile, recorder), collection.py (which tests run, which findings watch them), cases.py
-(each case's report), fixtures.py (the fixtures), minimal.py (failure groups shrunk at the end). known.py has the
-recorded engine findings judge their tests; recorder.py, progress.py and case_order.py are plugins of their own, the
-last two driven by case_costs.py (each case's expected seconds).
+(each case's report), fixtures.py (the fixtures), minimal.py (failure groups shrunk at the end), shared_work.py (work
+the xdist workers share: the sampling family). known.py has the recorded engine findings judge their tests; recorder.py,
+progress.py and case_order.py are plugins of their own, the last two driven by case_costs.py (each case's expected
+seconds).
 
 Imports: every subpackage but harness.commands; nothing outside the pytest side imports it.
 """
@@ -39,7 +40,7 @@ def pytest_configure(config: pytest.Config) -> None:
     """In a harness session, the plugin's parts join the session (their own pytest_configure runs as they join)."""
     if not config.stash.get(ACTIVE, False) or config.getoption("help", False):
         return
-    from harness.plugin import cases, collection, fixtures, minimal, session
+    from harness.plugin import cases, collection, fixtures, minimal, session, shared_work
 
-    for part in (session, collection, cases, fixtures, minimal):
+    for part in (session, collection, cases, fixtures, minimal, shared_work):
         config.pluginmanager.register(part, f"mtp_harness_{part.__name__.rsplit('.', 1)[-1]}")

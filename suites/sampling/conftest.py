@@ -1,9 +1,9 @@
 """Sampling suites: every case of the run is one family of p-values, corrected together with Holm at
-FAMILY_ALPHA. The family is the cases selected in this session, computed once, on first use."""
+FAMILY_ALPHA. The family is the cases selected in this session, computed once, on first use, by every pytest-xdist
+worker that reaches one of its cases: each takes the next case nobody has claimed (harness/plugin/shared_work.py)."""
 
 from __future__ import annotations
 
-import contextlib
 import math
 from dataclasses import dataclass
 
@@ -25,6 +25,7 @@ from harness.contract.decoder import cannot_serve
 from harness.contract.records import PositionRecord, SamplingRecord, attach_record
 from harness.contract.run_options import Reference
 from harness.decoding.slots import KV_BLOCK
+from harness.plugin.shared_work import SharedWork, pickle_safe
 from harness.stats.multiple_testing import FAMILY_ALPHA, holm
 from harness.stats.power import POWER, ks_sample_size, min_detectable_tv, sample_size
 from harness.stats.target_law import OTHER
@@ -73,6 +74,7 @@ class SamplingFamily:
         # the mutation catalogue only needs the first rejection: decide a case alone when it is already
         # rejected by Bonferroni (m p <= alpha implies a Holm rejection), before computing the other cases
         self.decide_early = config.getoption("--harness-stop-suite-on-catch")
+        self.shared = SharedWork.of(config, "sampling-family")
 
     @property
     def n(self) -> int:
@@ -85,33 +87,33 @@ class SamplingFamily:
         return ks_sample_size(self.position_tv, FAMILY_ALPHA / max(self.m, 1))
 
     def outcome(self, case_id: str) -> LawOutcome | PitOutcome:
-        """The case's samples and statistics; a decoder error is kept and re-raised for this case only."""
+        """The case's samples and statistics (computed here, or by the worker that claimed it first); a decoder error is
+        kept and re-raised for this case only."""
         if case_id not in self.outcomes:
-            case: SamplingCase = CASES[case_id]
-            prompt_ids = tuple(self.prompts[case.prompt_id].encode(self.bundle.tokenizer))
-            try:
-                if case.kind == "law":
-                    self.outcomes[case_id] = run_law_case(
-                        self.decoder, self.bundle, prompt_ids, case, self.n, self.session_seed, self.scorer
-                    )
-                else:
-                    self.outcomes[case_id] = run_pit_case(
-                        self.decoder, self.bundle, prompt_ids, case, self.pit_n, self.session_seed, self.scorer
-                    )
-            except Exception as error:  # the other cases of the family still run
-                self.outcomes[case_id] = error
+            self.outcomes[case_id] = self.shared.compute_once(case_id, self._sampled)
         if isinstance(self.outcomes[case_id], Exception):
             raise self.outcomes[case_id]
         return self.outcomes[case_id]
 
+    def _sampled(self, case_id: str) -> LawOutcome | PitOutcome | Exception:
+        case: SamplingCase = CASES[case_id]
+        prompt_ids = tuple(self.prompts[case.prompt_id].encode(self.bundle.tokenizer))
+        try:
+            if case.kind == "law":
+                return run_law_case(self.decoder, self.bundle, prompt_ids, case, self.n, self.session_seed, self.scorer)
+            return run_pit_case(self.decoder, self.bundle, prompt_ids, case, self.pit_n, self.session_seed, self.scorer)
+        except Exception as error:  # the other cases of the family still run
+            return pickle_safe(error)
+
     def compute(self) -> dict[str, FamilyResult | Exception]:
         """Holm over every selected case's p-values; a case whose decoder raised keeps its error and enters
         the family with p = 1 (it can only make the others' correction more conservative)."""
-        # grouped by k and draft mode: an engine subject runs one engine process for each pair and keeps a few alive
-        # (harness/subjects/engines/process.py EnginePool); each case's randomness is its own, so order is free
-        for case_id in sorted(self.selected, key=lambda c: (CASES[c].k, CASES[c].draft_mode)):
-            with contextlib.suppress(Exception):
-                self.outcome(case_id)
+        # the whole-sequence cases first (the costliest: the workers' last cases are short, so none waits long for
+        # another's), then grouped by k and draft mode: an engine subject runs one engine process for each pair and
+        # keeps a few alive (harness/subjects/engines/process.py EnginePool); each case's randomness is its own
+        order = sorted(self.selected, key=lambda c: (CASES[c].kind != "pit", CASES[c].k, CASES[c].draft_mode))
+        missing = [case_id for case_id in order if case_id not in self.outcomes]
+        self.outcomes.update(self.shared.compute_all(missing, self._sampled))
         outcomes = self.outcomes
         raw = {
             cid: _p_values(o) if not isinstance(o, Exception) else (1.0,) * p_values_per_case(CASES[cid])

@@ -24,7 +24,7 @@ from harness.checks.sampling_cases import PIT_LENGTH, case_grid, pit_test_names,
 from harness.contract.budget import BUDGETS
 from harness.stats.uniformity import uniformity
 
-pytestmark = [pytest.mark.sampling, pytest.mark.xdist_group("sampling")]
+pytestmark = pytest.mark.sampling
 
 REPLICATES = 200  # the whole-sequence calibration's reruns
 SAMPLES = 400

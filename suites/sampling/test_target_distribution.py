@@ -9,7 +9,7 @@ import pytest
 
 from harness.checks.sampling_cases import case_grid
 
-pytestmark = [pytest.mark.sampling, pytest.mark.xdist_group("sampling")]
+pytestmark = pytest.mark.sampling
 
 
 @pytest.mark.parametrize("case", [c.id for c in case_grid()])
