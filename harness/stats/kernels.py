@@ -54,9 +54,10 @@ def cumulants(probs: torch.Tensor, grid: torch.Tensor = SADDLE_GRID) -> torch.Te
     support = probs > 0
     log_p = torch.where(support, torch.log(probs.clamp_min(torch.finfo(probs.dtype).tiny)), torch.zeros_like(probs))
     mean = (probs * log_p).sum(-1)
+    log_p_or_minus_inf = log_p.masked_fill(~support, -torch.inf)  # (1 + s) (-inf) = -inf: off the support for any s
     tables = []
     for s in grid.tolist():
-        exponent = torch.where(support, (1 + s) * log_p, torch.full_like(probs, -torch.inf))
+        exponent = (1 + s) * log_p_or_minus_inf
         log_total = torch.logsumexp(exponent, dim=-1)
         tilted = torch.exp(exponent - log_total[..., None])
         first = (tilted * log_p).sum(-1)
