@@ -219,7 +219,18 @@ def build_parser() -> argparse.ArgumentParser:
         type=Path,
         help="run directories (reports/<run-id>), results.json files, or --report-dirs (their latest run)",
     )
-    bench = commands.add_parser("bench", help="throughput of the batched MTP decoder vs transformers' MTP loop")
+    bench = commands.add_parser(
+        "bench",
+        help="the harness's speed: the batched MTP decoder vs transformers' MTP loop, or a job timed against its goal",
+    )
+    bench.add_argument(
+        "--job",
+        action="append",
+        choices=("decoder", "run", "mutants"),
+        help="decoder (default): samples/s of the MTP decoder vs transformers; run: `mtp-harness run` with no options, "
+        "timed against 3 minutes, with its time left at 25/50/75%% against the time actually left; mutants: the "
+        "catalogue at the ci budget, timed against 15 minutes (repeat it for several)",
+    )
     bench.add_argument("--model", default=str(DEFAULT_MODEL), help="model directory or fixture name")
     bench.add_argument("--device", default="cpu", help="torch device (default: cpu)")
     bench.add_argument(
@@ -343,7 +354,31 @@ def run(args: argparse.Namespace) -> int:
 
 
 def bench(args: argparse.Namespace) -> int:
+    jobs = args.job or ["decoder"]
+    if jobs != ["decoder"]:
+        return bench_jobs([job for job in jobs if job != "decoder"], args.json) or (
+            bench_decoder(args) if "decoder" in jobs else 0
+        )
+    return bench_decoder(args)
+
+
+def bench_jobs(jobs: list[str], as_json: bool) -> int:
+    """Each job run as a user runs it, timed against its goal (harness/commands/bench_jobs.py); 1 when a job failed."""
+    from harness.commands.bench_jobs import job_summary, time_job
+
+    results = [time_job(job) for job in jobs]
+    if as_json:
+        print(json.dumps([result.to_dict() for result in results], indent=2))
+    else:
+        print("\n".join(job_summary(result) for result in results))
+    return 1 if any(result.exit_code for result in results) else 0
+
+
+def bench_decoder(args: argparse.Namespace) -> int:
     from harness.commands.bench import run_bench
+    from harness.models.allocator import keep_freed_memory
+
+    keep_freed_memory()  # as in a run's workers (harness/models/allocator.py)
     from harness.contract.paths import resolve_model_path
     from harness.models.loading import load_bundle
     from harness.models.prompts import load_prompts

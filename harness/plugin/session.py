@@ -1,8 +1,8 @@
 """A harness session's set-up: the run's options read and checked once (harness/subjects/run_options.py) and kept on the
 config (`run_options(config)`), the session seed (printed in the report header, handed to pytest-xdist workers,
 replayable with --harness-seed=last), one torch thread per xdist worker, glibc's allocator keeping freed memory
-(allocator.py), the suites' markers, the Hypothesis profile of the budget, and the run recorder when a report is asked
-for."""
+(harness/models/allocator.py), the suites' markers, the Hypothesis profile of the budget, and the run recorder when a
+report is asked for."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from harness.contract.errors import HarnessError
 from harness.contract.paths import resolve_model_path
 from harness.contract.run_options import Reference, RunOptions
 from harness.contract.suites import OTHER_MARKERS, SUITES
-from harness.plugin.allocator import keep_freed_memory
+from harness.models.allocator import keep_freed_memory
 
 USAGE_ERROR = 2  # the exit status of options that cannot work, as `mtp-harness run` and argparse give it
 SEED_CACHE_KEY = "mtp_harness/seed"
@@ -62,7 +62,7 @@ def run_options(config: pytest.Config) -> RunOptions:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    keep_freed_memory()  # glibc reuses freed tensors' memory instead of faulting in fresh pages (allocator.py)
+    keep_freed_memory()  # glibc reuses freed tensors' memory instead of faulting in fresh pages
     if getattr(config, "workerinput", None) is not None:
         # pytest-xdist: one torch thread per worker, so N workers share N cores instead of oversubscribing them;
         # processes a test starts (an engine, a child pytest run) inherit one OpenMP thread too

@@ -1,4 +1,4 @@
-"""glibc's allocator keeps freed memory in the process (harness/plugin/allocator.py): both thresholds are accepted."""
+"""glibc's allocator keeps freed memory in the process (harness/models/allocator.py): both thresholds are accepted."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import platform
 
 import pytest
 
-from harness.plugin.allocator import keep_freed_memory
+from harness.models.allocator import keep_freed_memory
 
 
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="mallopt is glibc's")
