@@ -25,7 +25,7 @@ from transformers import DynamicCache
 
 from harness.contract.decoder import Decoder, DecodeRequest, DecodeResult, PassSnapshot
 from harness.models.loading import ModelBundle
-from harness.models.recurrent_state import LayerState, layer_states
+from harness.models.recurrent_state import LayerState, advance_token_count, layer_states
 from harness.models.target_hidden import run_target_decoder
 from harness.models.teacher_forcing import mtp_hidden_states
 
@@ -233,6 +233,8 @@ def _logits_from_cache(bundle: ModelBundle, snapshot: PassSnapshot) -> torch.Ten
         for layer, (conv, recurrent) in snapshot.target_recurrent.items():
             conv, recurrent = conv[None].clone(), recurrent[None].clone()
             layer_states(cache)[layer] = LayerState(conv, recurrent, conv[:, None], recurrent[:, None])
+            # transformers >= 5.25 counts the tokens a linear-attention layer has read: as many as the KV slots restored
+            advance_token_count(cache, layer, len(snapshot.target_positions))
         token = torch.tensor([[snapshot.committed_ids[-1]]], device=device)
         position = torch.tensor([[snapshot.next_position]], device=device)
         out = bundle.target.get_decoder()(input_ids=token, position_ids=position, cache=cache, use_cache=True)

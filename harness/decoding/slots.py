@@ -21,7 +21,7 @@ from collections.abc import Sequence
 import torch
 from transformers import DynamicCache
 
-from harness.models.recurrent_state import RecurrentRows, RestoreRule, restore_after_kept_inputs
+from harness.models.recurrent_state import RecurrentRows, RestoreRule, advance_token_count, restore_after_kept_inputs
 
 # Serving engines page their KV caches in blocks of KV_BLOCK tokens (vLLM's default block_size). The slot caches
 # here are not paged; the number says where a paged-cache bug would show: at the first token of a block.
@@ -86,13 +86,16 @@ class SlotCache:
         self.positions = self.positions.gather(1, order)
 
     def trim(self) -> None:
-        """Crop trailing slots that are invalid in every row."""
+        """Crop trailing slots that are invalid in every row (and the token count transformers >= 5.25 keeps
+        on each linear-attention layer, which then equals the attention layers' length again)."""
         alive = self.valid.any(dim=0).nonzero()
         keep = int(alive[-1]) + 1 if len(alive) else 0
         drop = self.num_slots - keep
         if drop:
             for layer in self._filled_layers():
                 self.cache.layers[layer].crop(-drop)
+            for layer in self.layers:
+                advance_token_count(self.cache, layer, -drop)
             self.valid = self.valid[:, :keep]
             self.positions = self.positions[:, :keep]
 

@@ -13,7 +13,9 @@ This is transformers' `torch_recurrent_gated_delta_rule` token by token (the chu
 same S_T in blocks). Both of transformers' kernels cast to float32 (modeling_qwen3_next.py, the
 `.to(torch.float32)` of their inputs), so a float64 model would not be float64 there; this forward computes
 in max(dtype, float32). The states after each of the T inputs go to harness/models/recurrent_state.py, which
-restores each row to the state its committed tokens end at.
+restores each row to the state its committed tokens end at. transformers >= 5.25 also counts the tokens each
+linear-attention cache layer has read (`Cache.get_seq_length()` reads it for layer 0), in the conv-state update this
+forward replaces; the forward advances that count by T itself (recurrent_state.advance_token_count).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from torch import nn
 from torch.nn import functional
 from transformers.activations import ACT2FN
 
-from harness.models.recurrent_state import LayerState, layer_states
+from harness.models.recurrent_state import LayerState, advance_token_count, layer_states
 
 GATED_DELTANET_CLASSES = ("Qwen3NextGatedDeltaNet",)
 
@@ -75,7 +77,7 @@ def gated_deltanet_forward(
     attention_mask: torch.Tensor | None = None,
     **kwargs: object,
 ) -> torch.Tensor:
-    """Qwen3NextGatedDeltaNet.forward (transformers 5.24) in max(dtype, float32), with per-token states.
+    """Qwen3NextGatedDeltaNet.forward (transformers 5.24, 5.25) in max(dtype, float32), with per-token states.
 
     attention_mask: transformers' 2D padding mask zeroes padded inputs; the harness passes none (its rows'
     padding is right padding, discarded by restoring the state after the row's last valid input)."""
@@ -117,6 +119,9 @@ def gated_deltanet_forward(
     core, states = gated_delta_rule(query, key, value, g, beta, initial)
     if cache is not None:
         layer_states(cache)[self.layer_idx] = LayerState(windows[:, -1], states[:, -1], windows, states)
+        # transformers >= 5.25 counts T more tokens read here (its update_conv_state: += seq_len), else a forward
+        # continued from this cache without position ids restarts them at get_seq_length() = 0
+        advance_token_count(cache, self.layer_idx, length)
     core = self.norm(core.to(dtype).reshape(-1, self.head_v_dim), z.reshape(-1, self.head_v_dim))
     return self.out_proj(core.reshape(batch, length, -1))
 

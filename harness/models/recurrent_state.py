@@ -12,6 +12,17 @@ it keeps. Only the latest pass can be rolled back: earlier passes' inputs are al
 
 The records live on the transformers cache object the model is run with (`layer_states(cache)`), keyed by
 layer index, beside the KV layers of the full-attention layers.
+
+transformers >= 5.25 also counts, on each linear-attention layer of its cache, the tokens it has read
+(`cumulative_length_linear`): `Cache.get_seq_length()` reads layer 0, on Qwen3-Next a linear-attention layer, and
+the model's default position ids start from it. transformers advances the count in its own conv-state update and
+rewinds it in `crop`; the harness replaces both, so it keeps the count itself (`advance_token_count`):
+
+    after a forward of T inputs:       count += T        (transformers' `update_conv_state`, padding included)
+    after dropping n slots of a row:   count -= n        (transformers' `crop(-n)`; harness/decoding/slots.py)
+
+so the count equals the slots of the attention layers of the same cache, as `get_seq_length()` read them in 5.24
+(which has no count: it skipped linear-attention layers to the first attention layer).
 """
 
 from __future__ import annotations
@@ -24,6 +35,7 @@ import torch
 from harness.contract.errors import HarnessError
 
 STATES_ATTRIBUTE = "mtp_harness_recurrent_states"
+TOKEN_COUNT_ATTRIBUTE = "cumulative_length_linear"  # transformers >= 5.25, LinearAttentionCacheLayerMixin
 # (inputs of the latest pass kept per row [B], its valid inputs per row [B]) -> (index into the conv trail,
 # index into the recurrent trail) per row: which recorded state each row resumes from
 RestoreRule = Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
@@ -60,6 +72,22 @@ def layer_states(cache: object) -> dict[int, LayerState]:
         states = {}
         setattr(cache, STATES_ATTRIBUTE, states)
     return states
+
+
+def token_count(cache: object, layer: int) -> torch.Tensor | None:
+    """The 0-d tensor in which transformers counts the tokens linear-attention layer `layer` of `cache` has read
+    (>= 5.25), or None where it keeps none: transformers 5.24, an attention layer, a layer not created yet."""
+    layers = getattr(cache, "layers", ())
+    count = getattr(layers[layer], TOKEN_COUNT_ATTRIBUTE, None) if layer < len(layers) else None
+    return count if isinstance(count, torch.Tensor) else None
+
+
+def advance_token_count(cache: object, layer: int, tokens: int) -> None:
+    """count += tokens (negative: a rollback) where transformers keeps a count for the layer; in place, as
+    transformers' own `add_`/`sub_` (the count may be a static address for CUDA graphs)."""
+    count = token_count(cache, layer)
+    if count is not None:
+        count.add_(tokens)
 
 
 class RecurrentRows:

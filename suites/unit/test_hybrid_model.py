@@ -8,6 +8,8 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from harness.contract.paths import FIXTURE_MODELS, SUITES_DIR
+from harness.decoding.forward import target_pass
+from harness.decoding.slots import SlotCache
 from harness.models.attention import EXACT_ATTENTION
 from harness.models.gated_deltanet import install_gated_deltanet_forward
 from harness.models.loading import checkpoint_is_hybrid
@@ -69,6 +71,32 @@ def test_teacher_forced_logits_equal_transformers_forward_in_float64(fixture_bun
     first = model(ids[:, :split], cache=cache, use_cache=True).logits
     rest = model(ids[:, split:], cache=cache, use_cache=True).logits
     torch.testing.assert_close(torch.cat([first, rest], dim=1), ours, rtol=1e-10, atol=1e-10)
+
+
+@torch.no_grad()
+def test_the_cache_reads_as_long_as_its_attention_layers_after_the_harness_forward_and_a_rollback(fixture_bundle):
+    """transformers >= 5.25 reads `Cache.get_seq_length()` from layer 0, here a linear-attention layer whose token
+    count only transformers' own conv-state update advances and its `crop` rewinds: the harness's forward advances
+    it and its slot rollback rewinds it, so it stays the attention layers' slot count (5.24 reads that directly).
+    Read as (get_seq_length(), the first attention layer's length, the slots)."""
+    bundle = fixture_bundle(HYBRID)
+    attention = bundle.config.layer_types.index("full_attention")
+    slots = SlotCache(bundle.new_target_cache(), range(bundle.config.num_hidden_layers), 2, bundle.device)
+    ids = torch.tensor([bundle.tokenizer.encode(TEXT)] * 2, device=bundle.device)
+
+    def lengths() -> tuple[int, int, int]:
+        return int(slots.cache.get_seq_length()), int(slots.cache.get_seq_length(attention)), slots.num_slots
+
+    def feed(start: int, stop: int) -> None:
+        positions = torch.arange(start, stop, device=bundle.device)[None].expand(2, -1)
+        target_pass(bundle, slots, ids[:, start:stop], positions, torch.ones_like(positions, dtype=torch.bool))
+
+    feed(0, 6)
+    assert lengths() == (6, 6, 6)
+    feed(6, 10)
+    assert lengths() == (10, 10, 10)
+    slots.keep_below(torch.tensor([8, 7], device=bundle.device))  # row 0 keeps 6, 7; row 1 keeps 6: 2 slots dropped
+    assert lengths() == (8, 8, 8)
 
 
 def _invariant_run(pytester, decoder: str):

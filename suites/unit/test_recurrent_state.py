@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 from torch.nn import functional
@@ -13,7 +15,7 @@ from transformers.models.qwen3_next.modeling_qwen3_next import (
 
 from harness.contract.errors import HarnessError
 from harness.models.gated_deltanet import causal_conv_windows, gated_delta_rule
-from harness.models.recurrent_state import LayerState, RecurrentRows, layer_states
+from harness.models.recurrent_state import LayerState, RecurrentRows, advance_token_count, layer_states, token_count
 
 
 def _delta_rule_inputs(dtype: torch.dtype, length: int = 11) -> tuple[torch.Tensor, ...]:
@@ -114,3 +116,16 @@ def test_rows_must_be_right_padded():
     rows, _ = _rows_with_trail(3)
     with pytest.raises(HarnessError, match="right padding"):
         rows.appended(torch.tensor([[5, 6]] * 3), torch.tensor([[False, True], [True, True], [True, True]]))
+
+
+def test_the_token_count_moves_where_transformers_keeps_one_and_nowhere_else():
+    """transformers >= 5.25 keeps `cumulative_length_linear` on a linear-attention cache layer: += T a forward,
+    -= n a crop. An attention layer, a 5.24 linear-attention layer and a layer not created yet have none."""
+    counted = SimpleNamespace(cumulative_length_linear=torch.tensor(0))
+    cache = SimpleNamespace(layers=[counted, SimpleNamespace(keys=None)])
+    advance_token_count(cache, 0, 7)
+    advance_token_count(cache, 0, -3)
+    assert token_count(cache, 0) is counted.cumulative_length_linear and int(counted.cumulative_length_linear) == 4
+    advance_token_count(cache, 1, 5)
+    advance_token_count(cache, 2, 5)
+    assert token_count(cache, 1) is None and token_count(cache, 2) is None and token_count(object(), 0) is None

@@ -21,7 +21,9 @@ def enable_transformers_mtp(bundle: ModelBundle) -> PreTrainedModel:
 
     transformers looks for DeepSeek-V3 MTP weights only at layer 61 (`_keys_to_ignore_on_load_unexpected`);
     a checkpoint with another layer count needs the pattern pointed at its own MTP layers. transformers
-    has no weight mapping for the MiMo layout, and no MTP for stateful (hybrid) models.
+    has no weight mapping for the MiMo layout, and no MTP for stateful (hybrid) models: 5.24 refuses assisted
+    generation on them; 5.25 no longer does, but its MTP generation needs `num_mtp_layers` in the config,
+    which a model family without MTP support in transformers (Qwen3-Next) does not have.
     """
     if getattr(bundle.target, "_is_stateful", False):
         raise TransformersMTPUnsupported(
@@ -31,6 +33,11 @@ def enable_transformers_mtp(bundle: ModelBundle) -> PreTrainedModel:
     if bundle.layout.name == MIMO:
         raise TransformersMTPUnsupported(
             "transformers' MtpModel has no weight mapping for the MiMo layout (model.mtp_layers.*)"
+        )
+    if getattr(bundle.target.config.get_text_config(), "num_mtp_layers", None) is None:
+        raise TransformersMTPUnsupported(
+            f"transformers has no MTP for {type(bundle.target).__name__}: its config has no num_mtp_layers, which "
+            "transformers' MTP generation reads (generation/candidate_generator.py, MTPCandidateGenerator)"
         )
     if bundle.layout.name == DEEPSEEK_V3:
         first = bundle.config.num_hidden_layers
