@@ -82,6 +82,8 @@ class SlotCache:
         for layer in self._filled_layers():
             cached = self.cache.layers[layer]
             cached.keys, cached.values = _gather_slots(cached.keys, order), _gather_slots(cached.values, order)
+        for layer in self.layers:  # transformers >= 5.25's linear-attention token count follows the length (trim)
+            advance_token_count(self.cache, layer, width - self.num_slots)
         self.valid = self.valid.gather(1, order)
         self.positions = self.positions.gather(1, order)
 
