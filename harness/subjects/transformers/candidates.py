@@ -12,7 +12,7 @@ wraps the candidate generator that `generate` builds for one request:
   returned and transformers' own accepted count `num_matches`: the drafts it committed, after its EOS and
   max-length truncation of the pass.
 
-Works with transformers 5.24 to 5.29 (the project's pin); `check_transformers_loop` names what is missing
+Works with transformers 5.24 and 5.25 (the project's pin); `check_transformers_loop` names what is missing
 when a version changes these hooks.
 """
 
