@@ -82,8 +82,7 @@ class SlotCache:
         for layer in self._filled_layers():
             cached = self.cache.layers[layer]
             cached.keys, cached.values = _gather_slots(cached.keys, order), _gather_slots(cached.values, order)
-        for layer in self.layers:  # transformers >= 5.25's linear-attention token count follows the length (trim)
-            advance_token_count(self.cache, layer, width - self.num_slots)
+        self._rewind_token_counts(self.num_slots - width)
         self.valid = self.valid.gather(1, order)
         self.positions = self.positions.gather(1, order)
 
@@ -96,8 +95,7 @@ class SlotCache:
         if drop:
             for layer in self._filled_layers():
                 self.cache.layers[layer].crop(-drop)
-            for layer in self.layers:
-                advance_token_count(self.cache, layer, -drop)
+            self._rewind_token_counts(drop)
             self.valid = self.valid[:, :keep]
             self.positions = self.positions[:, :keep]
 
@@ -122,6 +120,11 @@ class SlotCache:
             cached = self.cache.layers[layer]
             views.append((cached.keys[row].index_select(-2, index), cached.values[row].index_select(-2, index)))
         return tuple(views), tuple(self.positions[row, index].tolist())
+
+    def _rewind_token_counts(self, dropped: int) -> None:
+        """The token count transformers >= 5.25 keeps on each linear-attention layer follows the slots dropped."""
+        for layer in self.layers:
+            advance_token_count(self.cache, layer, -dropped)
 
     def _filled_layers(self) -> list[int]:
         """This cache's layers that hold tensors (transformers creates layers lazily, on first update)."""

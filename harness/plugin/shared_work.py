@@ -67,9 +67,7 @@ class SharedWork:
 
     def compute_once(self, key: str, compute: Callable[[str], T]) -> T:
         """One key's value: published already, computed here when unclaimed, else waited for."""
-        if self.directory is None or self._claim(key):
-            return self._computed(key, compute)
-        return self._wait(key, compute)
+        return self.compute_all([key], compute)[key]
 
     def _result(self, key: str) -> Path:
         return self.directory / f"{key}.result"
