@@ -11,7 +11,13 @@ FAMILY_ALPHA = 1e-3  # family-wise false-positive rate of one run of the samplin
 def holm(p_values: Sequence[float]) -> list[float]:
     """Holm step-down adjusted p-values: p_(i) -> max_{j <= i} min(1, (m - j + 1) p_(j)), in the input order.
     A NaN p-value (a test with nothing to test) counts as 1: it must not reorder the others (NaN compares
-    false with everything, so sorting it would scramble the step-down)."""
+    false with everything, so sorting it would scramble the step-down).
+
+    A part of the family bounds the whole from below: each p-value's Holm-adjusted value in the whole family is at
+    least its Holm-adjusted value in any part that holds it. (Within the part, p_(j) has rank j; in the whole, rank
+    j + (p-values of the rest below it) <= j + u, with u the rest's size, so its multiplier m - rank + 1 >= |part| -
+    j + 1, and the whole's max runs over more terms.) A p-value whose adjusted value in a part exceeds alpha is not
+    rejected by Holm at alpha, whatever the rest of the family holds."""
     p_values = [1.0 if math.isnan(p) else p for p in p_values]
     m = len(p_values)
     order = sorted(range(m), key=lambda i: p_values[i])

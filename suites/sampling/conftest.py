@@ -41,7 +41,9 @@ class FamilyResult:
     adjusted: tuple[float, ...]
     alpha_per_test: float
     detectable_tv: float | None
-    adjustment: str = "Holm"  # "Bonferroni" when decided early (a bound that implies the Holm rejection)
+    # "Bonferroni" or Holm over a part of the family when decided early (SamplingFamily.decided_early): bounds that
+    # imply the family's Holm verdict
+    adjustment: str = "Holm"
 
 
 def serves_case(decoder, case: SamplingCase) -> bool:
@@ -71,8 +73,8 @@ class SamplingFamily:
         self.m = sum(p_values_per_case(CASES[c]) for c in self.selected)
         self.results: dict[str, FamilyResult] | None = None
         self.outcomes: dict[str, LawOutcome | PitOutcome] = {}
-        # the mutation catalogue only needs the first rejection: decide a case alone when it is already
-        # rejected by Bonferroni (m p <= alpha implies a Holm rejection), before computing the other cases
+        # the mutation catalogue only needs the first rejection: decide a case before the whole family is computed
+        # where that decides it exactly (decided_early)
         self.decide_early = config.getoption("--harness-stop-suite-on-catch")
         self.shared = SharedWork.of(config, "sampling-family")
 
@@ -115,10 +117,7 @@ class SamplingFamily:
         missing = [case_id for case_id in order if case_id not in self.outcomes]
         self.outcomes.update(self.shared.compute_all(missing, self._sampled))
         outcomes = self.outcomes
-        raw = {
-            cid: _p_values(o) if not isinstance(o, Exception) else (1.0,) * p_values_per_case(CASES[cid])
-            for cid, o in outcomes.items()
-        }
+        raw = {cid: self.raw(cid) for cid in outcomes}
         flat = [p for cid in self.selected for p in raw[cid]]
         adjusted = iter(holm(flat))
         results: dict[str, FamilyResult | Exception] = {}
@@ -135,12 +134,44 @@ class SamplingFamily:
         n = self.n if isinstance(outcome, LawOutcome) else self.pit_n
         return FamilyResult(outcome, n, raw, adjusted, FAMILY_ALPHA / self.m, detectable, adjustment)
 
+    def raw(self, case_id: str) -> tuple[float, ...]:
+        """A computed case's p-values; a case whose decoder raised counts as p = 1 (compute)."""
+        outcome = self.outcomes[case_id]
+        return (1.0,) * p_values_per_case(CASES[case_id]) if isinstance(outcome, Exception) else _p_values(outcome)
+
+    def decided_early(self, case_id: str) -> FamilyResult | None:
+        """The case's exact Holm verdict before the whole family is computed, where a part of it decides (catch mode,
+        --harness-stop-suite-on-catch, where the mutation catalogue stops at the first rejection):
+        - rejected when Bonferroni rejects it alone (m p <= alpha implies Holm's rejection);
+        - not rejected when Holm over the cases computed so far does not reject it (a part of the family bounds the
+          whole's adjusted p-values from below: harness/stats/multiple_testing.py holm).
+        Otherwise the next case is computed, the cheapest first (law cases by k, then the whole-sequence ones), and
+        the part checked again; None when only the whole family decides."""
+        raw = _p_values(self.outcome(case_id))  # a decoder error is raised for this case
+        bonferroni = tuple(min(1.0, self.m * p) for p in raw)
+        if min(bonferroni) <= FAMILY_ALPHA:
+            return self.family_result(self.outcomes[case_id], raw, bonferroni, "Bonferroni")
+        rest = sorted((c for c in self.selected if c != case_id), key=cheapest_first)
+        for next_case in [None, *rest]:
+            if next_case is not None and next_case not in self.outcomes:
+                self.outcomes[next_case] = self.shared.compute_once(next_case, self._sampled)
+            part = [c for c in self.selected if c in self.outcomes]
+            if len(part) == len(self.selected):
+                return None  # every case computed: the family decides (compute)
+            flat = [(c, p) for c in part for p in self.raw(c)]
+            own = tuple(
+                adjusted for (c, _), adjusted in zip(flat, holm([p for _, p in flat]), strict=True) if c == case_id
+            )
+            if min(own) > FAMILY_ALPHA:
+                adjustment = f"Holm over {len(part)} of {len(self.selected)} cases, a lower bound"
+                return self.family_result(self.outcomes[case_id], raw, own, adjustment)
+        return None
+
     def result(self, case_id: str) -> FamilyResult:
         if self.results is None and self.decide_early:
-            raw = _p_values(self.outcome(case_id))
-            bonferroni = tuple(min(1.0, self.m * p) for p in raw)
-            if min(bonferroni) <= FAMILY_ALPHA:
-                return self.family_result(self.outcomes[case_id], raw, bonferroni, "Bonferroni")
+            early = self.decided_early(case_id)
+            if early is not None:
+                return early
         if self.results is None:
             self.results = self.compute()
         result = self.results[case_id]
@@ -173,6 +204,28 @@ def worst_positions(result: FamilyResult) -> tuple[int, int]:
     ks = min(range(PIT_LENGTH), key=lambda t: raw[3 + t])
     ll = min(range(PIT_LENGTH), key=lambda t: raw[3 + PIT_LENGTH + t])
     return ks, ll
+
+
+def cheapest_first(case_id: str) -> tuple:
+    """A sampling case's cost rank: the law cases by k, then the whole-sequence (PIT) cases."""
+    case = CASES[case_id]
+    return case.kind == "pit", case.k, case.draft_mode
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Catch mode (--harness-stop-suite-on-catch): the sampling cases run cheapest first, in the places they hold among
+    the items, so that a mutant's first rejection comes before the costly cases are computed (decided_early)."""
+    if not config.getoption("--harness-stop-suite-on-catch"):
+        return
+    places = [i for i, item in enumerate(items) if case_of(item) in CASES and item.get_closest_marker("sampling")]
+    ordered = sorted((items[i] for i in places), key=lambda item: cheapest_first(case_of(item)))
+    for place, item in zip(places, ordered, strict=True):
+        items[place] = item
+
+
+def case_of(item: pytest.Item) -> str | None:
+    callspec = getattr(item, "callspec", None)
+    return callspec.params.get("case") if callspec is not None else None
 
 
 @pytest.fixture(scope="session")

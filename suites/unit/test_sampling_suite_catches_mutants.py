@@ -41,3 +41,30 @@ def test_the_same_case_passes_on_the_correct_decoder_and_on_a_missing_bonus(pyte
     for decoder in ("mtp", "mutant:no-bonus"):
         result = _run(pytester, decoder, "T1.0-nofilter-k1-greedy-natural-02")
         assert result.parseoutcomes().get("passed", 0) == 1, result.stdout.str()[-2000:]
+
+
+def test_catch_mode_decides_each_case_from_the_part_of_the_family_computed_so_far(pytester):
+    """--harness-stop-suite-on-catch (the mutation catalogue): a case is rejected when Bonferroni rejects it alone and
+    passes when Holm over the cases computed so far passes it (a lower bound of the family's adjusted p-values), before
+    the rest of the family is computed; the verdicts are the family's."""
+    cases = ["T1.0-nofilter-k1-sample-natural-02", "T1.0-nofilter-k1-greedy-natural-02"]
+    nodes = [f"{SUITE}::test_samples_follow_the_target_law[{case}]" for case in cases]
+    junit = pytester.path / "junit.xml"
+    common = ["-m", "sampling", "-q", "--harness-stop-suite-on-catch", f"--junitxml={junit}"]
+    caught = pytester.runpytest_inprocess(*nodes, *common, "--harness-decoder=mutant:bonus-wrong-position")
+    # the greedy-draft case runs first (cheapest first) and Bonferroni rejects it; the suite then stops
+    caught.stdout.fnmatch_lines(["*rejected at family-wise alpha 0.001 (Bonferroni over 4 p-values)*"])
+    assert caught.parseoutcomes().get("failed", 0) == 1 and caught.parseoutcomes().get("skipped", 0) == 1
+    passed = pytester.runpytest_inprocess(*nodes, *common, "--harness-decoder=mtp")
+    assert passed.parseoutcomes().get("passed", 0) == 2, passed.stdout.str()[-2000:]
+    assert "(Holm over 1 of 2 cases, a lower bound " in junit.read_text(), "the first case was not decided alone"
+
+
+def test_catch_mode_runs_the_sampling_cases_cheapest_first(pytester):
+    collected = pytester.runpytest_inprocess(
+        SUITE, "-m", "sampling", "--collect-only", "-q", "--harness-stop-suite-on-catch"
+    )
+    cases = [line.split("[", 1)[1].rstrip("]") for line in collected.stdout.lines if "::test_samples_follow" in line]
+    assert cases[0].endswith("k1-greedy-natural-02") and all(case.startswith("pit-") for case in cases[-3:])
+    ks = [int(case.split("-k")[1][0]) for case in cases if not case.startswith("pit-")]
+    assert ks == sorted(ks)

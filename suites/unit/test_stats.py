@@ -82,6 +82,17 @@ def test_holm_rejects_exactly_what_the_step_down_procedure_rejects(p_values, alp
     assert {i for i, p in enumerate(holm(p_values)) if p <= alpha} == rejected
 
 
+@given(
+    st.lists(st.floats(0.0, 1.0, allow_nan=False), min_size=1, max_size=10),
+    st.lists(st.floats(0.0, 1.0, allow_nan=False), max_size=10),
+)
+def test_a_part_of_the_family_bounds_its_holm_adjusted_p_values_from_below(part, rest):
+    """What the sampling suite's early decisions rest on (suites/sampling/conftest.py): a p-value whose Holm-adjusted
+    value within a part of the family exceeds alpha is not rejected in the whole family, whatever the rest holds."""
+    whole = holm(part + rest)[: len(part)]
+    assert all(w >= p for w, p in zip(whole, holm(part), strict=True))
+
+
 def test_uniformity_equals_scipys_ks_and_a_binned_chi_square_by_hand():
     u = np.random.default_rng(3).uniform(size=200)
     test = uniformity(u, bins=10)
