@@ -167,7 +167,23 @@ def run_catalogue(
         return result
 
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        return list(pool.map(one, decoders))
+        started = {decoder: pool.submit(one, decoder) for decoder in longest_first(decoders, full_table)}
+        return [started[decoder].result() for decoder in decoders]
+
+
+def longest_first(decoders: Sequence[str], full_table: bool = False) -> list[str]:
+    """The order the decoders start in, so that the last to finish is a short one: those that run every suite in full
+    (the correct decoder, the controls) first, then the mutants whose suite is the sampling one (their first catch
+    comes after some of the family is computed), then the rest; the given order within each."""
+    from harness.subjects.mutants import TARGET_SUITE
+    from harness.subjects.registry import MUTANT_PREFIX
+
+    def rank(decoder: str) -> int:
+        if not stops_at_first_catch(decoder, full_table):
+            return 0
+        return 1 if TARGET_SUITE.get(decoder.removeprefix(MUTANT_PREFIX)) == "sampling" else 2
+
+    return sorted(decoders, key=rank)
 
 
 def catalogue_table(
