@@ -91,6 +91,9 @@ def test_an_engine_that_writes_something_else_than_json_is_a_protocol_error(pref
     ("message", "error"),
     [
         ({"token_ids": [1, "2"], "finish_reason": "eos"}, "token_ids must be a list of integers"),
+        ({"token_ids": [1, True], "finish_reason": "eos"}, "token_ids must be a list of integers"),
+        ({"token_ids": [1, 2.0], "finish_reason": "eos"}, "token_ids must be a list of integers"),
+        ({"token_ids": [1], "finish_reason": "eos", "prefill_chunk_ends": [None]}, "prefill_chunk_ends must be"),
         ({"token_ids": [1], "finish_reason": "stop"}, "finish_reason must be 'eos' or 'length'"),
         ({"token_ids": [1], "finish_reason": "eos", "steps": [{"start": 0, "accepted": 0}]}, "step 0: drafts must be"),
     ],

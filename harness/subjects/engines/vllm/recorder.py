@@ -41,6 +41,10 @@ class StepRecorder:
     def __init__(self) -> None:
         self.passes: dict[str, list[tuple[list[int], list[int]]]] = {}  # key -> [(drafts, verified tokens)]
         self.committed: dict[str, int] = {}  # key -> output tokens verified so far (before truncation)
+        # whether a request of the batch being decoded forces a draft (server.py sets it per batch): without one, the
+        # wrapped draft sampler returns the drafter's output without looking at a row
+        self.forcing = True
+        self.args_cache: dict[str, dict | None] = {}  # vLLM request id -> harness_args, for the last pass's requests
 
     def extra_args(self, req_id: str) -> dict:
         """A request's SamplingParams.extra_args (the harness's and the scoring hook's keys)."""
@@ -48,6 +52,15 @@ class StepRecorder:
 
     def harness_args(self, req_id: str) -> dict | None:
         return self.extra_args(req_id).get(HARNESS_KEY)
+
+    def batch_args(self, req_ids: list[str]) -> list[dict | None]:
+        """harness_args of each request of a pass, looked up once per request while it stays in the batch (a
+        request's SamplingParams do not change; the cache holds the last pass's requests only)."""
+        cache = self.args_cache
+        self.args_cache = {
+            req_id: cache[req_id] if req_id in cache else self.harness_args(req_id) for req_id in req_ids
+        }
+        return [self.args_cache[req_id] for req_id in req_ids]
 
     def note(self, key: str, drafts: list[int], verified: list[int]) -> None:
         self.passes.setdefault(key, []).append((drafts, verified))
@@ -121,19 +134,22 @@ class RunnerV1Recorder(StepRecorder):
     def record(self, sampled) -> None:  # noqa: ANN001 - torch.Tensor [num_reqs, max_spec_len + 1], -1 = none
         rows = sampled.tolist()
         scheduled = self.scheduler_output.scheduled_spec_decode_tokens if self.scheduler_output else {}
+        req_ids = self.runner.input_batch.req_ids
         discard = getattr(self.runner, "discard_request_mask", None)
-        for row, req_id in enumerate(self.runner.input_batch.req_ids):
-            args = self.harness_args(req_id)
+        discarded = discard.np[: len(req_ids)].tolist() if discard is not None else [False] * len(req_ids)
+        for row, (req_id, args) in enumerate(zip(req_ids, self.batch_args(req_ids), strict=True)):
             if args is None:
                 continue
-            if discard is not None and bool(discard.np[row]):
+            if discarded[row]:
                 continue  # a partial prefill: nothing was sampled for this request
             drafts = [int(t) for t in scheduled.get(req_id, []) if t >= 0]
             self.note(args["key"], drafts, [int(t) for t in rows[row][: len(drafts) + 1] if t >= 0])
 
     def force(self, tokens, probs) -> None:  # noqa: ANN001 - torch.Tensor [B], [B, V] or None
-        for row, req_id in enumerate(self.runner.input_batch.req_ids[: tokens.shape[0]]):
-            forced = self.forced_token(self.harness_args(req_id), self.draft_index)
+        if not self.forcing:
+            return
+        for row, args in enumerate(self.batch_args(self.runner.input_batch.req_ids[: tokens.shape[0]])):
+            forced = self.forced_token(args, self.draft_index)
             if forced is None:
                 continue
             tokens[row] = forced
@@ -209,6 +225,8 @@ class RunnerV2Recorder(StepRecorder):
             self.note(args["key"], drafts, [int(t) for t in rows[row][: num_sampled[row]]])
 
     def force(self, tokens, idx_mapping, draft_step: int, draft_logits) -> None:  # noqa: ANN001 - tensors
+        if not self.forcing:
+            return
         index_to_req_id = self.runner.req_states.index_to_req_id
         for row, slot in enumerate(idx_mapping.tolist()):
             req_id = index_to_req_id.get(slot)  # slot -1: a padded row

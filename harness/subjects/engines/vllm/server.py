@@ -264,6 +264,7 @@ class Engine:
 
         engine = self.llm.llm_engine
         self.batches += 1
+        self.on_first_worker(set_forcing, any(request.get("forced_drafts") for request in requests))
         ids = []
         for index, request in enumerate(requests):
             request_id = f"b{self.batches}-r{index}"
@@ -317,6 +318,11 @@ def install_hooks(worker) -> str:  # noqa: ANN001 - vLLM's worker (wrapper), in 
     scoring.install(worker, recorder.extra_args)
     runner.mtp_harness_hooks = (recorder, scoring)
     return runner_version(runner)
+
+
+def set_forcing(worker, forcing: bool) -> None:  # noqa: ANN001
+    """On one worker: whether a request of the next batch forces a draft (StepRecorder.forcing)."""
+    worker.model_runner.mtp_harness_hooks[0].forcing = forcing
 
 
 def take_steps(worker, tokens: dict) -> dict:  # noqa: ANN001
