@@ -226,10 +226,14 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument(
         "--job",
         action="append",
-        choices=("decoder", "run", "mutants"),
+        choices=("decoder", "run", "mutants", "vllm"),
         help="decoder (default): samples/s of the MTP decoder vs transformers; run: `mtp-harness run` with no options, "
         "timed against 3 minutes, with its time left at 25/50/75%% against the time actually left; mutants: the "
-        "catalogue at the ci budget, timed against 15 minutes (repeat it for several)",
+        "catalogue at the ci budget, timed against 15 minutes; vllm: the vllm-mtp subject's decode against vLLM's "
+        "own LLM.generate, 100 requests x 32 tokens on tiny-mimo at k=2, against 1.2x (repeat --job for several)",
+    )
+    bench.add_argument(
+        "--repeats", type=int, default=5, help="vllm job: measured decodes on each path, medians (default 5)"
     )
     bench.add_argument("--model", default=str(DEFAULT_MODEL), help="model directory or fixture name")
     bench.add_argument("--device", default="cpu", help="torch device (default: cpu)")
@@ -355,11 +359,22 @@ def run(args: argparse.Namespace) -> int:
 
 def bench(args: argparse.Namespace) -> int:
     jobs = args.job or ["decoder"]
-    if jobs != ["decoder"]:
-        return bench_jobs([job for job in jobs if job != "decoder"], args.json) or (
-            bench_decoder(args) if "decoder" in jobs else 0
-        )
-    return bench_decoder(args)
+    timed = [job for job in jobs if job in ("run", "mutants")]
+    failed = bench_jobs(timed, args.json) if timed else 0
+    if "vllm" in jobs:
+        failed = bench_vllm(args.repeats, args.json) or failed
+    if "decoder" in jobs:
+        failed = bench_decoder(args) or failed
+    return failed
+
+
+def bench_vllm(repeats: int, as_json: bool) -> int:
+    """The harness's overhead on vLLM (harness/commands/bench_overhead.py)."""
+    from harness.commands.bench_overhead import measure_overhead
+
+    result = measure_overhead("vllm-mtp", repeats=repeats)
+    print(json.dumps(result.to_dict(), indent=2) if as_json else result.summary())
+    return 0
 
 
 def bench_jobs(jobs: list[str], as_json: bool) -> int:

@@ -49,7 +49,10 @@ class Engine:
     source_runner: the runner built from the engine's source here, where --engine-patch applies (llama.cpp: source;
     None: installed from a wheel); build_record: the run's engine options -> the record of the build it runs (version,
     patches and their hashes, build time; None where not built), for the run header; make_build: builds what the
-    run's engine options need from source when it is not built yet (`mtp-harness run` calls it before the tests)."""
+    run's engine options need from source when it is not built yet (`mtp-harness run` calls it before the tests);
+    alone: a server script that builds the engine as `server` does, installs no hook, and answers `generate` (the
+    wire's requests decoded by the engine's own generate call, timed around that call) for the overhead probe
+    (`mtp-harness bench --job vllm`; None: no probe for this engine)."""
 
     environment: EngineEnvironment
     decoders: Mapping[str, bool]
@@ -70,6 +73,7 @@ class Engine:
     source_runner: str | None = None
     build_record: Callable[[EngineOptions], dict[str, Any] | None] | None = None
     make_build: Callable[[EngineOptions, Callable[[str], None]], None] | None = None
+    alone: Path | None = None
 
     def __post_init__(self) -> None:
         if DEFAULT_CONFIGURATION not in self.configurations:

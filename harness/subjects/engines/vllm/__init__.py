@@ -23,6 +23,7 @@ from harness.subjects.engines.vllm.environment import (
     DEFAULT_RUNNERS,
     ENVIRONMENT,
     FIXES,
+    GENERATE_ALONE,
     RUNNERS,
     SERVER,
     model_runner_problem,
@@ -59,4 +60,5 @@ ENGINE = Engine(
     runners=RUNNERS,
     default_runners=DEFAULT_RUNNERS,
     runner_problem=model_runner_problem,
+    alone=GENERATE_ALONE,
 )

@@ -30,6 +30,7 @@ ENVIRONMENT = EngineEnvironment(
     probe="from vllm import LLM",
 )
 SERVER = Path(__file__).with_name("server.py")
+GENERATE_ALONE = Path(__file__).with_name("generate_alone.py")  # vLLM alone, for the overhead probe (bench)
 FIXES = Path(__file__).with_name("fixes")  # the findings' fixes, applied only under --engine-fixes
 
 # the model runners a run may choose (--engine-runner), and the one vLLM picks itself (vllm/config/vllm.py

@@ -1,0 +1,78 @@
+"""vLLM alone, for the harness's overhead probe (`mtp-harness bench --job vllm`): the same engine as the harness's
+server (server.py llm_arguments, the same environment variables and model runner), without any of the harness's
+hooks, decoding the same requests with `LLM.generate`.
+
+Run by the vLLM environment's Python through the servers' shared loop (server_loop.py), like server.py: the first
+stdin line is the engine configuration; each `generate` operation decodes its requests (the wire's request form) as
+one `LLM.generate` call and replies with the seconds that call took (measured here, around the call alone) and each
+request's output tokens, so the probe can check that both paths decoded the same thing.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from server import FINISH_REASONS, llm_arguments  # beside this file
+
+
+def main() -> None:
+    from server_loop import serve  # on this process's PYTHONPATH (harness/subjects/engines/serving/)
+
+    serve(Alone, {"generate": lambda engine, message: engine.generate(message["requests"])})
+
+
+class Alone:
+    """One vLLM LLM instance as server.py builds it, with no hook installed."""
+
+    def __init__(self, config: dict) -> None:
+        os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # as server.py: the engine core in this process
+        runner = config.get("runner")
+        if runner is not None:
+            os.environ["VLLM_USE_V2_MODEL_RUNNER"] = "1" if runner == "v2" else "0"
+        if runner == "v2" and config.get("platform") == "cpu":
+            from cpu_triton import enable_model_runner_v2_on_cpu  # beside this file; before vLLM is imported
+
+            enable_model_runner_v2_on_cpu()
+        import vllm
+        from vllm import LLM
+
+        self.version = vllm.__version__
+        self.config = config
+        self.llm = LLM(**llm_arguments(config))
+
+    def describe(self) -> dict:
+        return {"name": "vllm", "version": self.version, "config": self.config, "hooks": []}
+
+    def take_evidence(self) -> dict:
+        return {}
+
+    def generate(self, requests: list[dict]) -> dict:
+        from vllm import SamplingParams
+
+        prompts = [{"prompt_token_ids": [int(t) for t in request["prompt_ids"]]} for request in requests]
+        params = [
+            SamplingParams(  # server.py's decode, less the harness's extra_args
+                n=1,
+                temperature=float(request["temperature"]),
+                top_k=int(request["top_k"]),
+                top_p=float(request["top_p"]),
+                seed=int(request["seed"]),
+                max_tokens=int(request["max_new_tokens"]),
+                ignore_eos=True,
+                stop_token_ids=[int(t) for t in request["eos_token_ids"]],
+                detokenize=False,
+            )
+            for request in requests
+        ]
+        started = time.perf_counter()
+        outputs = self.llm.generate(prompts, params, use_tqdm=False)
+        seconds = time.perf_counter() - started
+        for output in outputs:
+            if output.outputs[0].finish_reason not in FINISH_REASONS:
+                raise RuntimeError(f"request {output.request_id} ended with {output.outputs[0].finish_reason!r}")
+        return {"seconds": seconds, "token_ids": [[int(t) for t in output.outputs[0].token_ids] for output in outputs]}
+
+
+if __name__ == "__main__":
+    main()
