@@ -3,9 +3,12 @@ progress line's time left counts (progress.py), so that a run ends when its esti
 
 A case's cost is, in this order of preference:
 1. its own duration in the last run recorded in the same report directory (results.json's `duration_s`, the newest
-   run directory other than this run's that has one);
+   run directory other than this run's that has one of its test functions);
 2. the median duration of that run's cases of the same test function (its other parameters);
-3. the prior of its suite (SUITE_PRIORS_S), in seconds on the 2-core reference machine.
+3. the prior of its test function (FUNCTION_PRIORS_S: the mean duration of the function's cases in a default run on
+   the 2-core reference machine, written by `python -m harness.plugin.case_costs RESULTS_JSON`), so that a first run
+   in a report directory orders its cases and counts its time left as well as a later one;
+4. the prior of its suite (SUITE_PRIORS_S), in seconds on the 2-core reference machine.
 
 The time left (time_left_s), with w workers: what each unfinished case still needs, spread over the workers but never
 shorter than the costliest unit (an xdist group runs on one worker, its cases one after the other):
@@ -34,6 +37,7 @@ RESULTS_FILE = "results.json"
 # skips, a guess. A case of another suite (unit tests) counts as greedy.
 SUITE_PRIORS_S: Mapping[str, float] = {"greedy": 0.055, "invariants": 0.75, "sampling": 6.5, "engine": 2.0}
 DEFAULT_SUITE = "greedy"
+FUNCTION_PRIORS_FILE = Path(__file__).with_name("function_priors.json")
 XDIST_GROUP_SUFFIX = re.compile(r"@[^\[\]@/:]+$")  # `--dist loadgroup` appends "@<group>" to node ids
 
 
@@ -47,42 +51,80 @@ def function_of(nodeid: str) -> str:
     return bare_nodeid(nodeid).split("[", 1)[0]
 
 
-def last_durations(report_root: Path, this_run: Path | None = None) -> dict[str, float]:
-    """nodeid -> seconds, from the newest run directory in report_root (not this_run) with a readable results.json;
-    empty when there is none. A file that cannot be read is passed over, never an error: costs are only estimates."""
+def last_durations(
+    report_root: Path, this_run: Path | None = None, nodeids: Iterable[str] | None = None
+) -> dict[str, float]:
+    """nodeid -> seconds, from the newest run directory in report_root (not this_run) with a readable results.json
+    and, given this run's `nodeids`, a test function in common with them (a mutation catalogue's or another suite's
+    run in the same directory says nothing of these cases); empty when there is none. A file that cannot be read is
+    passed over, never an error: costs are only estimates."""
     if not report_root.is_dir():
         return {}
+    functions = None if nodeids is None else {function_of(nodeid) for nodeid in nodeids}
     runs = sorted((p for p in report_root.iterdir() if (p / RESULTS_FILE).is_file()), reverse=True)
     for run in runs:
         if this_run is not None and run.resolve() == this_run.resolve():
             continue
         try:
             cases = json.loads((run / RESULTS_FILE).read_text())["cases"]
-            return {case["nodeid"]: float(case["duration_s"]) for case in cases if case.get("duration_s") is not None}
+            known = {case["nodeid"]: float(case["duration_s"]) for case in cases if case.get("duration_s") is not None}
         except (OSError, ValueError, KeyError, TypeError):
             continue
+        if functions is None or functions & {function_of(nodeid) for nodeid in known}:
+            return known
     return {}
 
 
-def durations_before(report_option: str | None) -> dict[str, float]:
-    """The last run's durations for a run given `--harness-report=DIR` (last_durations(DIR's parent, DIR)); none
-    without a report directory or with 'auto' (its directory is named when the run starts: the workers, which order
-    their collections by these costs, could each see another set)."""
+def durations_before(report_option: str | None, nodeids: Iterable[str] | None = None) -> dict[str, float]:
+    """The last run's durations for a run given `--harness-report=DIR` (last_durations(DIR's parent, DIR, nodeids));
+    none without a report directory or with 'auto' (its directory is named when the run starts: the workers, which
+    order their collections by these costs, could each see another set)."""
     if not report_option or report_option == "auto":
         return {}
-    return last_durations(Path(report_option).parent, Path(report_option))
+    return last_durations(Path(report_option).parent, Path(report_option), nodeids)
+
+
+def prior_key(nodeid: str) -> str:
+    """A test function as the function priors name it: its file's name and the function (wherever the suites are
+    installed, whatever the parameters)."""
+    path, _, function = function_of(nodeid).partition("::")
+    return f"{Path(path).name}::{function}"
+
+
+def function_priors(cases: Iterable[Mapping]) -> dict[str, float]:
+    """prior_key -> the mean duration of the function's cases (results.json's cases): the mean, not the median,
+    because a shared computation (the sampling family) lands on whichever case first needs it, and the sum is what
+    the time left counts."""
+    by_function: dict[str, list[float]] = {}
+    for case in cases:
+        if case.get("duration_s") is not None:
+            by_function.setdefault(prior_key(case["nodeid"]), []).append(float(case["duration_s"]))
+    return {function: round(statistics.fmean(values), 4) for function, values in sorted(by_function.items())}
+
+
+def load_function_priors(path: Path = FUNCTION_PRIORS_FILE) -> dict[str, float]:
+    """The committed function priors; none when the file is missing or unreadable (the suites' priors then)."""
+    try:
+        return {str(key): float(value) for key, value in json.loads(path.read_text())["functions"].items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return {}
+
+
+FUNCTION_PRIORS_S: Mapping[str, float] = load_function_priors()
 
 
 def case_costs(nodeids: Iterable[str], known: Mapping[str, float]) -> dict[str, float]:
-    """nodeid -> expected seconds: its known duration, else its function's median known duration, else its suite's
-    prior (module docstring)."""
+    """nodeid -> expected seconds: its known duration, else its function's median known duration, else its
+    function's prior, else its suite's prior (module docstring)."""
     by_function: dict[str, list[float]] = {}
     for nodeid, seconds in known.items():
         by_function.setdefault(function_of(nodeid), []).append(seconds)
     medians = {function: statistics.median(values) for function, values in by_function.items()}
     costs = {}
     for nodeid in nodeids:
-        prior = SUITE_PRIORS_S.get(suite_of(nodeid), SUITE_PRIORS_S[DEFAULT_SUITE])
+        prior = FUNCTION_PRIORS_S.get(prior_key(nodeid))
+        if prior is None:
+            prior = SUITE_PRIORS_S.get(suite_of(nodeid), SUITE_PRIORS_S[DEFAULT_SUITE])
         cost = known.get(bare_nodeid(nodeid), medians.get(function_of(nodeid)))
         costs[nodeid] = prior if cost is None else cost
     return costs
@@ -111,3 +153,24 @@ def time_left_s(needs: Mapping[str, float], workers: int = 1) -> float:
         unit = unit_of_nodeid(nodeid)
         units[unit] = units.get(unit, 0.0) + need
     return max(sum(needs.values()) / max(workers, 1), max(units.values(), default=0.0))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m harness.plugin.case_costs RESULTS_JSON [NOTE]`: write FUNCTION_PRIORS_FILE from a default run's
+    results.json (NOTE: where and when it was measured, kept in the file)."""
+    import sys
+
+    args = sys.argv[1:] if argv is None else argv
+    if not args:
+        print("usage: python -m harness.plugin.case_costs RESULTS_JSON [NOTE]", file=sys.stderr)
+        return 2
+    cases = json.loads(Path(args[0]).read_text())["cases"]
+    note = args[1] if len(args) > 1 else ""
+    priors = {"measured": note, "functions": function_priors(cases)}
+    FUNCTION_PRIORS_FILE.write_text(json.dumps(priors, indent=1) + "\n")
+    print(f"{FUNCTION_PRIORS_FILE}: {len(priors['functions'])} test functions from {len(cases)} cases")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

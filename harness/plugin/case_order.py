@@ -38,5 +38,6 @@ def costliest_first(items: list[pytest.Item], costs: dict[str, float]) -> list[p
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    known = durations_before(config.getoption("harness_report", None))
-    items[:] = costliest_first(items, case_costs((item.nodeid for item in items), known))
+    nodeids = [item.nodeid for item in items]
+    known = durations_before(config.getoption("harness_report", None), nodeids)
+    items[:] = costliest_first(items, case_costs(nodeids, known))

@@ -59,7 +59,7 @@ class Progress:
         self.session = session
 
     def expect(self, nodeids: list[str]) -> None:
-        self.costs = case_costs(nodeids, durations_before(self.config.getoption("harness_report", None)))
+        self.costs = case_costs(nodeids, durations_before(self.config.getoption("harness_report", None), nodeids))
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:  # without xdist: the items are here
         self.expect([item.nodeid for item in session.items])

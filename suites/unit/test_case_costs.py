@@ -48,6 +48,16 @@ def test_the_last_run_other_than_this_one_gives_the_durations(tmp_path):
     assert durations_before("auto") == durations_before(None) == {}
 
 
+def test_a_newer_run_of_other_tests_is_passed_over_for_the_last_run_of_these(tmp_path):
+    write_run(tmp_path, "20261201-100000", {GREEDY: 9.0})
+    write_run(tmp_path, "20261202-100000-mutants", {"mutants::mtp": 0.0})  # a mutation catalogue's run
+    this_run = tmp_path / "20261203-100000"
+    other_parameters = GREEDY.replace("k1", "k4")  # the same test function: its durations still inform
+    assert durations_before(str(this_run), [other_parameters]) == {GREEDY: 9.0}
+    assert durations_before(str(this_run)) == {"mutants::mtp": 0.0}  # without this run's cases: the newest
+    assert durations_before(str(this_run), [SAMPLING]) == {}
+
+
 def test_a_case_costs_its_last_duration_else_its_function_s_median_else_its_suite_s_prior():
     known = {
         "suites/greedy/test_g.py::test_natural[k1]": 0.2,
@@ -148,3 +158,17 @@ def test_the_costliest_units_go_first_each_a_group_or_a_module_in_pytest_s_order
         "test_one.py::test_grouped[1]",
         "test_three.py::test_c",  # 0.5
     ]
+
+
+def test_a_first_run_costs_a_case_its_function_s_prior_wherever_the_suites_are_installed():
+    from harness.plugin.case_costs import FUNCTION_PRIORS_S, SUITE_PRIORS_S, function_priors, prior_key
+
+    installed = "lib/python3.11/site-packages/harness/suites/greedy/test_g.py::test_natural[k9]@greedy"
+    assert prior_key(installed) == prior_key(GREEDY) == "test_g.py::test_natural"
+    cases = [{"nodeid": GREEDY, "duration_s": 1.0}, {"nodeid": GREEDY.replace("k1", "k2"), "duration_s": 0.0}]
+    assert function_priors([*cases, {"nodeid": SAMPLING, "duration_s": None}]) == {"test_g.py::test_natural": 0.5}
+    # the committed priors cover the default run's functions, and a function without one takes its suite's prior
+    assert "test_target_distribution.py::test_samples_follow_the_target_law" in FUNCTION_PRIORS_S
+    assert case_costs(["suites/greedy/test_new.py::test_new[a]"], {}) == {
+        "suites/greedy/test_new.py::test_new[a]": SUITE_PRIORS_S["greedy"]
+    }
