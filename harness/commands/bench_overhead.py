@@ -6,9 +6,11 @@ Two engine processes of the same environment, built from the same configuration 
 - the harness: the subject's `decode(requests)` as the suites call it, timed in the harness's process (the wire both
   ways, the hooks inside the engine, the per-pass records, parsing into DecodeResults);
 - the engine alone (its record's `alone` script, vllm/generate_alone.py): its generate call on the same requests
-  with no hook installed, timed inside its process around that call alone.
+  with no hook installed, timed inside its process (building the requests' parameters and the call).
 Engine start is excluded: each engine decodes the requests once unmeasured, then the two alternate, `repeats`
-times each, so drift on a shared machine falls on both. The figure is the ratio of the medians:
+times each (in turns: harness then engine, engine then harness), so drift on a shared machine falls on both. The
+requests force no draft: the probe measures what every request pays, not the forcing suites' extra work. The figure
+is the ratio of the medians:
     overhead = median(harness seconds) / median(LLM.generate seconds)      (goal: at most OVERHEAD_GOAL)
 Greedy outputs must be equal on both paths (the same requests decoded), or the probe stops.
 """
@@ -93,7 +95,8 @@ def measure_overhead(
     prompts = [ids for ids in encoded if len(ids) + new_tokens <= bundle.max_context]  # those that fit the context
     batch = probe_requests(prompts, requests, new_tokens, k)
     decoder = make_decoder(decoder_name, bundle)
-    assert isinstance(decoder, EngineDecoder)
+    if not isinstance(decoder, EngineDecoder):
+        raise HarnessError(f"decoder {decoder_name!r} is not an engine's: no engine alone to compare it with")
     alone = EngineProcess(
         decoder.server_python(),
         engine.alone,
@@ -106,10 +109,13 @@ def measure_overhead(
     generate_seconds: list[float] = []
     try:
         for repeat in range(repeats + 1):
+            if repeat % 2:  # the two paths' order alternates, so that neither always runs after the other
+                generated = alone.call("generate", messages, f"{len(batch)} requests")
             started = time.perf_counter()
             results = decoder.decode(batch)
             harness = time.perf_counter() - started
-            generated = alone.call("generate", messages, f"{len(batch)} requests")
+            if not repeat % 2:
+                generated = alone.call("generate", messages, f"{len(batch)} requests")
             theirs = generated["token_ids"]
             ours = [list(result.token_ids) for result in results]
             if ours != theirs:

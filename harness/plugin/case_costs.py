@@ -5,9 +5,10 @@ A case's cost is, in this order of preference:
 1. its own duration in the last run recorded in the same report directory (results.json's `duration_s`, the newest
    run directory other than this run's that has one of its test functions);
 2. the median duration of that run's cases of the same test function (its other parameters);
-3. the prior of its test function (FUNCTION_PRIORS_S: the mean duration of the function's cases in a default run on
-   the 2-core reference machine, written by `python -m harness.plugin.case_costs RESULTS_JSON`), so that a first run
-   in a report directory orders its cases and counts its time left as well as a later one;
+3. the prior of its test function, where the run is of the kind the priors were measured on (FUNCTION_PRIORS_FILE:
+   the mean duration of the function's cases in default runs on the 2-core reference machine, written by
+   `python -m harness.plugin.case_costs NOTE RESULTS_JSON...`), so that a first default run in a report directory
+   orders its cases and counts its time left as well as a later one;
 4. the prior of its suite (SUITE_PRIORS_S), in seconds on the 2-core reference machine.
 
 The time left (time_left_s), with w workers: what each unfinished case still needs, spread over the workers but never
@@ -29,6 +30,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from harness.contract.paths import suite_of
+from harness.contract.run_options import RunOptions
 
 RESULTS_FILE = "results.json"
 # Roughly the mean case of each suite in a default run (`mtp-harness run`, tiny-deepseek-v3 float64, 2 workers,
@@ -92,9 +94,9 @@ def prior_key(nodeid: str) -> str:
 
 
 def function_priors(cases: Iterable[Mapping]) -> dict[str, float]:
-    """prior_key -> the mean duration of the function's cases (results.json's cases): the mean, not the median,
-    because a shared computation (the sampling family) lands on whichever case first needs it, and the sum is what
-    the time left counts."""
+    """prior_key -> the mean duration of the function's cases (results.json's cases, skipped ones included: they cost
+    what they cost in such a run): the mean, not the median, because a shared computation (the sampling family)
+    lands on whichever case first needs it, and the sum is what the time left counts."""
     by_function: dict[str, list[float]] = {}
     for case in cases:
         if case.get("duration_s") is not None:
@@ -102,27 +104,47 @@ def function_priors(cases: Iterable[Mapping]) -> dict[str, float]:
     return {function: round(statistics.fmean(values), 4) for function, values in sorted(by_function.items())}
 
 
-def load_function_priors(path: Path = FUNCTION_PRIORS_FILE) -> dict[str, float]:
-    """The committed function priors; none when the file is missing or unreadable (the suites' priors then)."""
+def run_kind(options: RunOptions) -> dict[str, str | None]:
+    """What a run's case durations depend on besides the machine: the decoder, the model, its dtype, the budget."""
+    return {
+        "decoder": options.decoder,
+        "model": Path(options.model).name,
+        "dtype": options.dtype,
+        "budget": options.budget,
+    }
+
+
+def load_function_priors(path: Path = FUNCTION_PRIORS_FILE) -> tuple[dict[str, str | None], dict[str, float]]:
+    """The committed function priors: (the kind of run they were measured on, prior_key -> seconds); nothing when
+    the file is missing or unreadable (the suites' priors then)."""
     try:
-        return {str(key): float(value) for key, value in json.loads(path.read_text())["functions"].items()}
+        data = json.loads(path.read_text())
+        return dict(data["run"]), {str(key): float(value) for key, value in data["functions"].items()}
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return {}
+        return {}, {}
 
 
-FUNCTION_PRIORS_S: Mapping[str, float] = load_function_priors()
+def function_priors_for(options: RunOptions, path: Path = FUNCTION_PRIORS_FILE) -> dict[str, float]:
+    """The function priors where the run is of the kind they were measured on (a skipped engine test costs nothing
+    under the harness's own decoder and seconds under an engine's); none elsewhere (the suites' priors then)."""
+    kind, priors = load_function_priors(path)
+    return priors if kind == run_kind(options) else {}
 
 
-def case_costs(nodeids: Iterable[str], known: Mapping[str, float]) -> dict[str, float]:
+def case_costs(
+    nodeids: Iterable[str], known: Mapping[str, float], priors: Mapping[str, float] | None = None
+) -> dict[str, float]:
     """nodeid -> expected seconds: its known duration, else its function's median known duration, else its
-    function's prior, else its suite's prior (module docstring)."""
+    function's prior (`priors`, prior_key -> seconds: function_priors_for the run), else its suite's prior (module
+    docstring)."""
+    priors = priors or {}
     by_function: dict[str, list[float]] = {}
     for nodeid, seconds in known.items():
         by_function.setdefault(function_of(nodeid), []).append(seconds)
     medians = {function: statistics.median(values) for function, values in by_function.items()}
     costs = {}
     for nodeid in nodeids:
-        prior = FUNCTION_PRIORS_S.get(prior_key(nodeid))
+        prior = priors.get(prior_key(nodeid))
         if prior is None:
             prior = SUITE_PRIORS_S.get(suite_of(nodeid), SUITE_PRIORS_S[DEFAULT_SUITE])
         cost = known.get(bare_nodeid(nodeid), medians.get(function_of(nodeid)))
@@ -156,17 +178,25 @@ def time_left_s(needs: Mapping[str, float], workers: int = 1) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m harness.plugin.case_costs RESULTS_JSON [NOTE]`: write FUNCTION_PRIORS_FILE from a default run's
-    results.json (NOTE: where and when it was measured, kept in the file)."""
+    """`python -m harness.plugin.case_costs NOTE RESULTS_JSON...`: write FUNCTION_PRIORS_FILE from default runs'
+    results.json files (their cases pooled; NOTE: where and when they were measured, kept in the file)."""
     import sys
 
     args = sys.argv[1:] if argv is None else argv
-    if not args:
-        print("usage: python -m harness.plugin.case_costs RESULTS_JSON [NOTE]", file=sys.stderr)
+    if len(args) < 2:
+        print("usage: python -m harness.plugin.case_costs NOTE RESULTS_JSON...", file=sys.stderr)
         return 2
-    cases = json.loads(Path(args[0]).read_text())["cases"]
-    note = args[1] if len(args) > 1 else ""
-    priors = {"measured": note, "functions": function_priors(cases)}
+    note, paths = args[0], args[1:]
+    runs = [json.loads(Path(path).read_text()) for path in paths]
+    kinds = [
+        {name: run["run"]["options"].get(name) for name in ("decoder", "model", "dtype", "budget")} for run in runs
+    ]
+    if any(kind != kinds[0] for kind in kinds):
+        print(f"the runs are of different kinds: {kinds}", file=sys.stderr)
+        return 2
+    kind = {**kinds[0], "model": Path(str(kinds[0]["model"])).name}
+    cases = [case for run in runs for case in run["cases"]]
+    priors = {"measured": note, "run": kind, "functions": function_priors(cases)}
     FUNCTION_PRIORS_FILE.write_text(json.dumps(priors, indent=1) + "\n")
     print(f"{FUNCTION_PRIORS_FILE}: {len(priors['functions'])} test functions from {len(cases)} cases")
     return 0

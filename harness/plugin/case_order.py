@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness.plugin.case_costs import case_costs, durations_before
+from harness.plugin.case_costs import case_costs, durations_before, function_priors_for
+from harness.plugin.session import RUN_OPTIONS, run_options
 
 
 def unit_of(item: pytest.Item) -> str:
@@ -40,4 +41,10 @@ def costliest_first(items: list[pytest.Item], costs: dict[str, float]) -> list[p
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     nodeids = [item.nodeid for item in items]
     known = durations_before(config.getoption("harness_report", None), nodeids)
-    items[:] = costliest_first(items, case_costs(nodeids, known))
+    items[:] = costliest_first(items, case_costs(nodeids, known, run_priors(config)))
+
+
+def run_priors(config: pytest.Config) -> dict[str, float]:
+    """The function priors for this run's kind (case_costs.function_priors_for); none in a session without the
+    harness's options (this plugin alone)."""
+    return function_priors_for(run_options(config)) if RUN_OPTIONS in config.stash else {}

@@ -16,6 +16,7 @@ import time
 import pytest
 
 from harness.plugin.case_costs import case_costs, durations_before, remaining_s, time_left_s
+from harness.plugin.case_order import run_priors
 
 PROGRESS_STEPS = 20  # a line every 5% of the cases
 PROGRESS_EVERY_S = 60.0
@@ -59,7 +60,8 @@ class Progress:
         self.session = session
 
     def expect(self, nodeids: list[str]) -> None:
-        self.costs = case_costs(nodeids, durations_before(self.config.getoption("harness_report", None), nodeids))
+        known = durations_before(self.config.getoption("harness_report", None), nodeids)
+        self.costs = case_costs(nodeids, known, run_priors(self.config))
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:  # without xdist: the items are here
         self.expect([item.nodeid for item in session.items])

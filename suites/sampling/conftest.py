@@ -147,6 +147,8 @@ class SamplingFamily:
           whole's adjusted p-values from below: harness/stats/multiple_testing.py holm).
         Otherwise the next case is computed, the cheapest first (law cases by k, then the whole-sequence ones), and
         the part checked again; None when only the whole family decides."""
+        if case_id not in self.selected:
+            return None
         raw = _p_values(self.outcome(case_id))  # a decoder error is raised for this case
         bonferroni = tuple(min(1.0, self.m * p) for p in raw)
         if min(bonferroni) <= FAMILY_ALPHA:
@@ -206,8 +208,9 @@ def worst_positions(result: FamilyResult) -> tuple[int, int]:
     return ks, ll
 
 
-def cheapest_first(case_id: str) -> tuple:
-    """A sampling case's cost rank: the law cases by k, then the whole-sequence (PIT) cases."""
+def cheapest_first(case_id: str) -> tuple[bool, int, str]:
+    """A sampling case's cost rank: the law cases by k, then the whole-sequence (PIT) cases. (compute() orders the
+    other way, the costliest first, so that the workers sharing the family end together.)"""
     case = CASES[case_id]
     return case.kind == "pit", case.k, case.draft_mode
 
@@ -217,7 +220,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     the items, so that a mutant's first rejection comes before the costly cases are computed (decided_early)."""
     if not config.getoption("--harness-stop-suite-on-catch"):
         return
-    places = [i for i, item in enumerate(items) if case_of(item) in CASES and item.get_closest_marker("sampling")]
+    places = [i for i, item in enumerate(items) if item.get_closest_marker("sampling") and case_of(item) in CASES]
     ordered = sorted((items[i] for i in places), key=lambda item: cheapest_first(case_of(item)))
     for place, item in zip(places, ordered, strict=True):
         items[place] = item

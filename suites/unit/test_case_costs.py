@@ -160,15 +160,25 @@ def test_the_costliest_units_go_first_each_a_group_or_a_module_in_pytest_s_order
     ]
 
 
-def test_a_first_run_costs_a_case_its_function_s_prior_wherever_the_suites_are_installed():
-    from harness.plugin.case_costs import FUNCTION_PRIORS_S, SUITE_PRIORS_S, function_priors, prior_key
+def test_a_first_run_of_the_priors_kind_costs_a_case_its_function_s_prior_wherever_the_suites_are_installed(tmp_path):
+    from harness.contract.run_options import RunOptions
+    from harness.plugin.case_costs import function_priors, function_priors_for, prior_key
 
     installed = "lib/python3.11/site-packages/harness/suites/greedy/test_g.py::test_natural[k9]@greedy"
     assert prior_key(installed) == prior_key(GREEDY) == "test_g.py::test_natural"
     cases = [{"nodeid": GREEDY, "duration_s": 1.0}, {"nodeid": GREEDY.replace("k1", "k2"), "duration_s": 0.0}]
     assert function_priors([*cases, {"nodeid": SAMPLING, "duration_s": None}]) == {"test_g.py::test_natural": 0.5}
-    # the committed priors cover the default run's functions, and a function without one takes its suite's prior
-    assert "test_target_distribution.py::test_samples_follow_the_target_law" in FUNCTION_PRIORS_S
-    assert case_costs(["suites/greedy/test_new.py::test_new[a]"], {}) == {
-        "suites/greedy/test_new.py::test_new[a]": SUITE_PRIORS_S["greedy"]
+    default = RunOptions(dtype="float64")
+    kind = {"decoder": "mtp", "model": "tiny-deepseek-v3", "dtype": "float64", "budget": "ci"}
+    path = tmp_path / "priors.json"
+    path.write_text(json.dumps({"measured": "", "run": kind, "functions": {"test_g.py::test_natural": 0.5}}))
+    priors = function_priors_for(default, path)
+    assert case_costs([installed, "suites/greedy/test_new.py::test_new[a]"], {}, priors) == {
+        installed: 0.5,
+        "suites/greedy/test_new.py::test_new[a]": SUITE_PRIORS_S["greedy"],  # no prior of its own: its suite's
     }
+    # another decoder's cases cost otherwise (the engine suite skips under mtp): the suites' priors then
+    assert function_priors_for(RunOptions(decoder="vllm-mtp", dtype="float64"), path) == {}
+    assert function_priors_for(default, tmp_path / "missing.json") == {}
+    # the committed priors are of the default run, and cover its functions
+    assert "test_target_distribution.py::test_samples_follow_the_target_law" in function_priors_for(default)

@@ -53,6 +53,9 @@ def test_forced_drafts_are_rejected_exactly_where_they_were_forced_in_vllms_own_
     tokens, runner_up = greedy_reference(bundle, prompt_ids, 20)
     rejected = {1, 4, 6, 11, 17}  # 4 and 17 fall on bonus positions (never drafted): they must not happen
     forced = {p: (runner_up[p] if p in rejected else t) for p, t in enumerate(tokens)}
+    # a batch that forces nothing first, on the same engine: the draft sampler's wrapper then stands aside
+    # (recorder.py `forcing`), and must force again for the next batch
+    vllm_mtp.decode([DecodeRequest(prompt_ids, 4, num_draft_tokens=2)])
     [result] = vllm_mtp.decode([DecodeRequest(prompt_ids, 20, num_draft_tokens=2, forced_drafts=forced)])
     assert result.token_ids == tokens, "vLLM's greedy output changed under forced drafts"
     plan = expected_steps(20, 2, rejected, first=drafts_from(vllm_mtp))

@@ -4,8 +4,8 @@ hooks, decoding the same requests with `LLM.generate`.
 
 Run by the vLLM environment's Python through the servers' shared loop (server_loop.py), like server.py: the first
 stdin line is the engine configuration; each `generate` operation decodes its requests (the wire's request form) as
-one `LLM.generate` call and replies with the seconds that call took (measured here, around the call alone) and each
-request's output tokens, so the probe can check that both paths decoded the same thing.
+one `LLM.generate` call and replies with the seconds it took (measured here: building the requests' parameters and
+the call) and each request's output tokens, so the probe can check that both paths decoded the same thing.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import time
 
-from server import FINISH_REASONS, llm_arguments  # beside this file
+from server import FINISH_REASONS, llm_arguments, sampling_params  # beside this file
 
 
 def main() -> None:
@@ -48,24 +48,9 @@ class Alone:
         return {}
 
     def generate(self, requests: list[dict]) -> dict:
-        from vllm import SamplingParams
-
+        started = time.perf_counter()  # building the requests' parameters is timed too, as in server.py's decode
         prompts = [{"prompt_token_ids": [int(t) for t in request["prompt_ids"]]} for request in requests]
-        params = [
-            SamplingParams(  # server.py's decode, less the harness's extra_args
-                n=1,
-                temperature=float(request["temperature"]),
-                top_k=int(request["top_k"]),
-                top_p=float(request["top_p"]),
-                seed=int(request["seed"]),
-                max_tokens=int(request["max_new_tokens"]),
-                ignore_eos=True,
-                stop_token_ids=[int(t) for t in request["eos_token_ids"]],
-                detokenize=False,
-            )
-            for request in requests
-        ]
-        started = time.perf_counter()
+        params = [sampling_params(request) for request in requests]  # server.py's, without the harness's extra_args
         outputs = self.llm.generate(prompts, params, use_tqdm=False)
         seconds = time.perf_counter() - started
         for output in outputs:

@@ -55,12 +55,15 @@ class StepRecorder:
 
     def batch_args(self, req_ids: list[str]) -> list[dict | None]:
         """harness_args of each request of a pass, looked up once per request while it stays in the batch (a
-        request's SamplingParams do not change; the cache holds the last pass's requests only)."""
-        cache = self.args_cache
-        self.args_cache = {
-            req_id: cache[req_id] if req_id in cache else self.harness_args(req_id) for req_id in req_ids
-        }
+        request's SamplingParams do not change); the cache then holds this pass's requests only."""
+        self.args_cache = {req_id: self.cached_args(req_id) for req_id in req_ids}
         return [self.args_cache[req_id] for req_id in req_ids]
+
+    def cached_args(self, req_id: str) -> dict | None:
+        """harness_args through the cache, adding what it lacks (batch_args prunes it at the next pass)."""
+        if req_id not in self.args_cache:
+            self.args_cache[req_id] = self.harness_args(req_id)
+        return self.args_cache[req_id]
 
     def note(self, key: str, drafts: list[int], verified: list[int]) -> None:
         self.passes.setdefault(key, []).append((drafts, verified))
@@ -148,8 +151,8 @@ class RunnerV1Recorder(StepRecorder):
     def force(self, tokens, probs) -> None:  # noqa: ANN001 - torch.Tensor [B], [B, V] or None
         if not self.forcing:
             return
-        for row, args in enumerate(self.batch_args(self.runner.input_batch.req_ids[: tokens.shape[0]])):
-            forced = self.forced_token(args, self.draft_index)
+        for row, req_id in enumerate(self.runner.input_batch.req_ids[: tokens.shape[0]]):
+            forced = self.forced_token(self.cached_args(req_id), self.draft_index)
             if forced is None:
                 continue
             tokens[row] = forced

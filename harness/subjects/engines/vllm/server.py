@@ -260,26 +260,14 @@ class Engine:
         return [{"law": result["law"], "rest": result["rest"]} for result in results]
 
     def decode(self, requests: list[dict]) -> list[dict]:
-        from vllm import SamplingParams
-
         engine = self.llm.llm_engine
         self.batches += 1
         self.on_first_worker(set_forcing, any(request.get("forced_drafts") for request in requests))
         ids = []
         for index, request in enumerate(requests):
             request_id = f"b{self.batches}-r{index}"
-            params = SamplingParams(
-                n=1,
-                temperature=float(request["temperature"]),
-                top_k=int(request["top_k"]),
-                top_p=float(request["top_p"]),
-                seed=int(request["seed"]),
-                max_tokens=int(request["max_new_tokens"]),
-                ignore_eos=True,  # only the request's own EOS ids stop it
-                stop_token_ids=[int(t) for t in request["eos_token_ids"]],
-                detokenize=False,
-                extra_args={HARNESS_KEY: {"key": request_id, "forced": request.get("forced_drafts", {})}},
-            )
+            harness = {HARNESS_KEY: {"key": request_id, "forced": request.get("forced_drafts", {})}}
+            params = sampling_params(request, harness)
             engine.add_request(request_id, {"prompt_token_ids": [int(t) for t in request["prompt_ids"]]}, params)
             ids.append(request_id)
         finished = {}
@@ -304,6 +292,24 @@ class Engine:
             }
             for request_id in ids
         ]
+
+
+def sampling_params(request: dict, extra_args: dict | None = None):  # noqa: ANN201 - vLLM's SamplingParams
+    """vLLM's SamplingParams for a wire request (and the harness's extra_args; generate_alone.py passes none)."""
+    from vllm import SamplingParams
+
+    return SamplingParams(
+        n=1,
+        temperature=float(request["temperature"]),
+        top_k=int(request["top_k"]),
+        top_p=float(request["top_p"]),
+        seed=int(request["seed"]),
+        max_tokens=int(request["max_new_tokens"]),
+        ignore_eos=True,  # only the request's own EOS ids stop it
+        stop_token_ids=[int(t) for t in request["eos_token_ids"]],
+        detokenize=False,
+        extra_args=extra_args,
+    )
 
 
 def install_hooks(worker) -> str:  # noqa: ANN001 - vLLM's worker (wrapper), in its own process under parallelism
