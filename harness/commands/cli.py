@@ -10,8 +10,6 @@ import shlex
 import subprocess
 import sys
 import time
-import xml.etree.ElementTree as ElementTree
-from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -19,7 +17,7 @@ from harness.commands import mutants as mutants_command
 from harness.contract.budget import BUDGET_HELP, BUDGETS, DEFAULT_BUDGET
 from harness.contract.errors import HarnessError
 from harness.contract.invocation import suites_pytest, wait_through_ctrl_c
-from harness.contract.paths import DEFAULT_MODEL, REPORTS, SUITES_DIR, suite_of_junit
+from harness.contract.paths import DEFAULT_MODEL, REPORTS, SUITES_DIR
 from harness.contract.run_options import (
     DEFAULT_CONFIGURATION,
     NO_FIXES,
@@ -219,6 +217,12 @@ def build_parser() -> argparse.ArgumentParser:
         type=Path,
         help="run directories (reports/<run-id>), results.json files, or --report-dirs (their latest run)",
     )
+    summarize.add_argument(
+        "--json",
+        action="store_true",
+        help="print what each run judged per suite as JSON (verdict, judged, passed, failed, expected failures by "
+        "finding, not judged by reason, the command beneath a masking finding's fix) instead of the markdown",
+    )
     bench = commands.add_parser(
         "bench",
         help="the harness's speed: the batched MTP decoder vs transformers' MTP loop, or a job timed against its goal",
@@ -272,32 +276,14 @@ def pytest_command(args: argparse.Namespace, options: RunOptions, junit: Path) -
     return command + extra
 
 
-def summarize(junit: Path) -> dict[str, Counter]:
-    """Outcome counts per suite (the directory under suites/) from a JUnit XML file; an expected failure (a
-    recorded engine finding, pytest's xfail, which JUnit writes as a skip of type pytest.xfail) is xfailed. An
-    interrupted run's JUnit file ends with an empty testcase element (no name, the case that was running): not a
-    case, so not counted."""
-    per_suite: dict[str, Counter] = {}
-    for case in ElementTree.parse(junit).iter("testcase"):
-        if not case.get("name"):
-            continue
-        suite = suite_of_junit(case.get("classname", ""))
-        outcome = "passed"
-        for child in case:
-            if child.tag in ("failure", "error", "skipped"):
-                outcome = {"failure": "failed", "error": "error", "skipped": "skipped"}[child.tag]
-                if child.tag == "skipped" and child.get("type") == "pytest.xfail":
-                    outcome = "xfailed"
-        per_suite.setdefault(suite, Counter())[outcome] += 1
-    return per_suite
+def not_judged_suites(results_json: Path) -> list[str]:
+    """The suites of a run's results.json that judged none of their cases (harness/report/judgement.py)."""
+    from harness.report.judgement import NOT_JUDGED, judge
 
-
-def format_summary(per_suite: dict[str, Counter]) -> str:
-    columns = ("passed", "failed", "error", "skipped", "xfailed")
-    lines = [f"{'suite':<14}" + "".join(f"{c:>9}" for c in columns)]
-    for suite, counts in sorted(per_suite.items(), key=lambda item: (-item[1]["failed"] - item[1]["error"], item[0])):
-        lines.append(f"{suite:<14}" + "".join(f"{counts[c]:>9}" for c in columns))
-    return "\n".join(lines)
+    if not results_json.is_file():
+        return []
+    cases = json.loads(results_json.read_text())["cases"]
+    return [j.suite for j in judge(cases) if j.verdict == NOT_JUDGED]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -346,14 +332,15 @@ def run(args: argparse.Namespace) -> int:
     code = wait_through_ctrl_c(subprocess.Popen(command))
     elapsed = time.perf_counter() - started
     print()
-    if junit.is_file():
-        print(format_summary(summarize(junit)))
     if code == 5:
         print("mtp-harness: no test matched these suites")
     verdict = "PASSED" if code == 0 else "FAILED"
+    unjudged = not_judged_suites(run_dir / "results.json")
     report = run_dir / "index.html"
     where = f"report {report}" if report.is_file() else f"results in {run_dir}"
     print(f"mtp-harness: {verdict} in {elapsed:.1f}s (pytest exit code {code}); {where}")
+    if unjudged:  # silence is never success: a suite that judged nothing is named beside the verdict
+        print(f"mtp-harness: NOT JUDGED: {', '.join(unjudged)} (none of its cases judged; the summary above says why)")
     return code
 
 
@@ -499,9 +486,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "bench":
         return bench(args)
     if args.command == "summarize":
-        from harness.report.markdown import summary
+        from harness.report.markdown import judgement_json, summary
 
-        print(summary(args.runs), end="")
+        print(judgement_json(args.runs) if args.json else summary(args.runs), end="")
         return 0
     if args.command == "mutants":
         return mutants_command.run(args)

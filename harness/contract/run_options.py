@@ -186,3 +186,24 @@ def pytest_arguments(options: RunOptions) -> list[str]:
     if options.sampling_tv is not None:
         arguments.append(f"{PYTEST_PREFIX}sampling-tv={options.sampling_tv!r}")
     return arguments
+
+
+# the run options `mtp-harness run` spells as pytest does (--harness-seed); the others it reads without the prefix
+# (--decoder), except those it has no option for, which follow `--` as pytest arguments
+CLI_KEEPS_PREFIX = frozenset({PYTEST_PREFIX + "seed"})
+CLI_PASSES_THROUGH = frozenset({PYTEST_PREFIX + "prompts", PYTEST_PREFIX + "sampling-tv"})
+
+
+def run_command(options: RunOptions, suites: str) -> list[str]:
+    """The `mtp-harness run` command line of a run with `options` on these suites (comma-joined names), written from
+    pytest_arguments: what a summary prints to run a suite again, e.g. beneath the findings that masked it."""
+    command, passed_through = ["mtp-harness", "run", "--suite", suites], []
+    for argument in pytest_arguments(options):
+        flag = argument.split("=", 1)[0]
+        if flag in CLI_PASSES_THROUGH:
+            passed_through.append(argument)
+        elif flag in CLI_KEEPS_PREFIX:
+            command.append(argument)
+        else:
+            command.append("--" + argument.removeprefix(PYTEST_PREFIX))
+    return command + (["--", *passed_through] if passed_through else [])

@@ -213,8 +213,13 @@ class RunRecorder:
 
     def pytest_terminal_summary(self, terminalreporter) -> None:  # noqa: ANN001 - TerminalReporter
         path = self.config.stash.get(REPORT_PATH, None)
-        if path is not None:
-            terminalreporter.write_sep("-", f"mtp-harness report: {path}")
+        if path is None:
+            return
+        from harness.report.judgement import judgement_text
+
+        terminalreporter.write_sep("-", "mtp-harness: what this run judged, per suite")
+        terminalreporter.write_line(judgement_text(self.finished_cases(), self.header))
+        terminalreporter.write_sep("-", f"mtp-harness report: {path}")
 
 
 REPORT_PATH = pytest.StashKey[Path]()

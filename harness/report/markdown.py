@@ -9,16 +9,14 @@ from (the date, the commit and the command of the runs), so a figure in the docs
 from __future__ import annotations
 
 import json
-from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from harness.contract.records import Results
+from harness.contract.records import Results, RunHeader
 from harness.contract.run_options import DEFAULT_CONFIGURATION, Reference, RunOptions
 from harness.report.coverage import greedy_coverage
 from harness.report.engine_evidence import required_counters
-
-COUNTED = ("passed", "failed", "error", "skipped", "xfailed", "near-tie")
+from harness.report.judgement import judge, judgement_records
 
 
 def load_results(path: Path) -> Results:
@@ -51,34 +49,57 @@ def table(header: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
     return "\n".join(lines)
 
 
-JUDGED = ("passed", "failed", "error", "near-tie")  # executed, and not an expected failure of a known finding
+def engine_words(run: RunHeader) -> str:
+    """How the run's engine ran: its build, as shipped or beneath how many findings' fixes, runner, configuration,
+    reference."""
+    engine = run.get("engine", "")
+    options = RunOptions.from_record(run.get("options") or {})
+    if engine and options.engine.fixes:  # the slugs are in the provenance line's command (--engine-fixes)
+        engine += f", beneath {len(options.engine.fixes)} findings' fixes"
+    elif engine:
+        engine += ", as shipped"
+    if run.get("engine_runner"):
+        engine += f", runner {run['engine_runner']}"
+    if options.engine.configuration != DEFAULT_CONFIGURATION:
+        engine += f", configuration {options.engine.configuration}"
+    if options.reference is Reference.ENGINE:
+        engine += ", its own reference"
+    return engine
 
 
 def counts_table(runs: Sequence[Results]) -> str:
-    """Cases per decoder, model and suite, by outcome; `judged` counts the cases executed and not xfailed."""
+    """What each run judged per suite (harness/report/judgement.py): `judged` counts the cases that ran their check
+    and were not an expected failure; the expected failures by finding and the cases not judged by reason beside."""
     rows = []
     for results in runs:
         run = results["run"]
-        by_suite: dict[str, Counter] = {}
-        for case in results["cases"]:
-            by_suite.setdefault(case["suite"], Counter())[case["outcome"]] += 1
-        engine = run.get("engine", "")
-        options = RunOptions.from_record(run.get("options") or {})
-        if engine and options.engine.fixes:  # the slugs are in the provenance line's command (--engine-fixes)
-            engine += f", beneath {len(options.engine.fixes)} findings' fixes"
-        elif engine:
-            engine += ", as shipped"
-        if run.get("engine_runner"):
-            engine += f", runner {run['engine_runner']}"
-        if options.engine.configuration != DEFAULT_CONFIGURATION:
-            engine += f", configuration {options.engine.configuration}"
-        if options.reference is Reference.ENGINE:
-            engine += ", its own reference"
-        for suite, counts in sorted(by_suite.items()):
-            model = Path(str(run["model"])).name
-            row = [run["decoder"], model, engine, suite, sum(counts.values()), sum(counts[o] for o in JUDGED)]
-            rows.append(row + [counts.get(outcome, 0) for outcome in COUNTED])
-    return table(["decoder", "model", "engine", "suite", "cases", "judged", *COUNTED], rows)
+        model = Path(str(run["model"])).name
+        for j in sorted(judge(results["cases"]), key=lambda j: j.suite):
+            known = "; ".join(f"{slug} {count}" for slug, count in j.expected_failures.items())
+            skipped = "; ".join(f"{count}: {reason}" for reason, count in j.not_judged.items())
+            rows.append([run["decoder"], model, engine_words(run), j.suite, j.cases, j.judged, j.passed, j.failed])
+            rows[-1] += [j.near_ties, j.xfailed, known, j.skipped, skipped, j.verdict]
+    header = ["decoder", "model", "engine", "suite", "cases", "judged", "passed", "failed", "near-ties"]
+    return table([*header, "xfailed", "expected failures (finding: cases)", "skipped", "not judged", "verdict"], rows)
+
+
+def judgement_json(paths: Sequence[Path]) -> str:
+    """`mtp-harness summarize --json`: per run, its header's where-from and each suite's judgement."""
+    runs = [load_results(path) for path in paths]
+    document = [
+        {
+            "run_id": results["run"].get("run_id"),
+            "started": results["run"]["started"],
+            "git_commit": results["run"].get("git_commit"),
+            "decoder": results["run"]["decoder"],
+            "model": results["run"]["model"],
+            "engine": engine_words(results["run"]),
+            "command": results["run"]["command"],
+            "suites": judgement_records(results["cases"], results["run"]),
+        }
+        for results in runs
+    ]
+    return json.dumps(document, indent=2) + "\n"
 
 
 def coverage_table(runs: Sequence[Results]) -> str | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shlex
 import tempfile
 from collections import Counter
 from collections.abc import Iterable
@@ -34,6 +35,7 @@ from harness.contract.records import (
 from harness.report import charts
 from harness.report.coverage import greedy_coverage
 from harness.report.engine_evidence import required_counters
+from harness.report.judgement import NOT_JUDGED, beneath_command, judge
 from harness.report.timeline import timeline_svg
 
 OUTCOMES = ("passed", "failed", "error", "skipped", "xfailed", "near-tie")
@@ -145,8 +147,9 @@ def _page(results: Results) -> dict[str, Any]:
         "run": run,
         "banner": _banner(run, cases),
         "verdict": _verdict(run, cases),
-        "summary_by_suite": _summary(cases, "suite"),
-        "summary_by_decoder": _summary(cases, "decoder"),
+        "summary_by_suite": _summary(cases, "suite", run),
+        "summary_by_decoder": _summary(cases, "decoder", run),
+        "not_judged": [j for j in judge(cases) if j.verdict == NOT_JUDGED],
         "totals": Counter(case["outcome"] for case in cases),
         "failures": [case for case in cases if case["outcome"] in FAILING],
         "groups": [_group_view(group) for group in results["groups"]],
@@ -216,20 +219,33 @@ def _verdict(run: dict, cases: list[dict]) -> str:
     return "PASSED" if cases else "NO CASES"
 
 
-def _summary(cases: list[dict], key: str) -> Markup | None:
-    """Outcome counts per suite (or decoder); groups with failures first."""
+def _summary(cases: list[dict], key: str, run: dict) -> Markup | None:
+    """What the run judged per suite (or decoder), harness/report/judgement.py: FAILED first, then NOT JUDGED (a
+    suite whose cases were all expected failures or skips: silence, never ok), then ok; the expected failures by
+    finding and the skips by reason beside, and for a NOT JUDGED suite the command that runs it beneath its
+    masking findings' fixes."""
     if not cases:
         return None
-    counts: dict[str, Counter] = {}
-    for case in cases:
-        counts.setdefault(case[key], Counter())[case["outcome"]] += 1
-    groups = sorted(counts, key=lambda name: (counts[name]["failed"] + counts[name]["error"] == 0, name))
     rows = []
-    for name in groups:
-        failing = counts[name]["failed"] + counts[name]["error"]
-        row = {key: name, **{outcome: counts[name][outcome] for outcome in OUTCOMES}, "total": counts[name].total()}
-        rows.append({**row, "verdict": "FAILED" if failing else "ok"})
-    return _table(rows, [key, *OUTCOMES, "total", "verdict"], f"summary summary-{key}")
+    for j in judge(cases, key):
+        beneath = beneath_command(j, run) if key == "suite" else None
+        known = "; ".join(f"{slug}: {count}" for slug, count in j.expected_failures.items())
+        skipped = "; ".join(f"{count}: {reason}" for reason, count in j.not_judged.items())
+        rows.append(
+            {
+                key: j.suite,
+                "cases": j.cases,
+                "judged": j.judged,
+                "passed": j.passed,
+                "failed": j.failed,
+                "near-ties": j.near_ties,
+                "expected failures (finding: cases)": known,
+                "not judged (skipped: reason)": skipped,
+                "verdict": j.verdict,
+                "beneath the findings' fixes": shlex.join(beneath) if beneath else "",
+            }
+        )
+    return _table(rows, list(rows[0]), f"summary summary-{key}")
 
 
 def _all_cases_table(cases: list[dict]) -> Markup | None:

@@ -148,27 +148,14 @@ def test_run_with_the_mutants_suite_hands_the_catalogue_every_option_it_reads(mo
     assert set(vars(parsed)) - {"command"} <= set(vars(args)), "run --suite mutants must set every mutants option"
 
 
-def test_the_run_summary_counts_expected_failures_apart_from_skips(tmp_path):
-    from harness.commands.cli import format_summary, summarize
+def test_the_run_verdict_names_a_suite_that_judged_nothing(tmp_path):
+    from harness.commands.cli import not_judged_suites
 
-    junit = tmp_path / "junit.xml"
-    junit.write_text(
-        '<testsuites><testsuite name="pytest">'
-        '<testcase classname="suites.greedy.test_a" name="t1"/>'
-        '<testcase classname="suites.greedy.test_a" name="t2"><failure message="x"/></testcase>'
-        '<testcase classname="suites.greedy.test_a" name="t3"><skipped type="pytest.skip" message="no k"/></testcase>'
-        '<testcase classname="suites.greedy.test_a" name="t4"><skipped type="pytest.xfail" message="finding"/></testcase>'
-        "<testcase />"  # what pytest writes for the case running when a run is interrupted (SIGTERM, Ctrl-C)
-        "</testsuite></testsuites>"
-    )
-    assert set(summarize(junit)) == {"greedy"}, "the interrupted case's empty element is not a passed case"
-    counts = summarize(junit)["greedy"]
-    assert counts == {"passed": 1, "failed": 1, "skipped": 1, "xfailed": 1}
-    assert format_summary({"greedy": counts}).splitlines()[0].split() == [
-        "suite",
-        "passed",
-        "failed",
-        "error",
-        "skipped",
-        "xfailed",
-    ]
+    def case(suite: str, outcome: str) -> dict:
+        return {"nodeid": f"suites/{suite}/test_a.py::t", "suite": suite, "outcome": outcome, "message": ""}
+
+    results = tmp_path / "results.json"
+    cases = [case("greedy", "passed"), case("sampling", "xfailed"), case("engine", "skipped"), case("x", "failed")]
+    results.write_text(json.dumps({"cases": cases}))
+    assert not_judged_suites(results) == ["engine", "sampling"]
+    assert not_judged_suites(tmp_path / "missing.json") == [], "a run that wrote no results names no suite"

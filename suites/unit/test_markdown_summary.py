@@ -38,9 +38,33 @@ def test_judged_counts_the_cases_run_and_not_expected_to_fail_as_shipped_and_ben
         paths.append(tmp_path / name)
     rows = [line for line in summary(paths).splitlines() if line.startswith("| vllm-mtp")]
     cells = [[cell.strip() for cell in row.strip("|").split("|")] for row in rows]
-    # decoder, model, engine, suite, cases, judged, passed, failed, error, skipped, xfailed, near-tie
+    # decoder, model, engine, suite, cases, judged, passed, failed, near-ties, xfailed, expected failures, skipped,
+    # not judged, verdict
     assert cells[0][2:6] == ["vllm 0.32.0 (cpu), as shipped", "greedy", "3", "1"]
+    assert cells[0][-1] == "ok"
     assert cells[1][2:6] == ["vllm 0.32.0 (cpu), beneath 2 findings' fixes", "greedy", "3", "2"]
+    assert cells[1][-1] == "FAILED"
+
+
+def test_a_suite_of_expected_failures_reads_not_judged_with_its_finding_in_markdown_and_json(tmp_path):
+    from harness.report.markdown import judgement_json
+
+    known = {"findings": ["vllm-cpu-expand-kernel"], "explanation": "x"}
+    masked = [case("sampling", "xfailed") | {"known": known} for _ in range(3)]
+    skipped = case("engine", "skipped") | {"message": "decoder 'vllm-mtp' has no such configuration\nmore"}
+    (tmp_path / "results.json").write_text(json.dumps(run([], [*masked, skipped, case("greedy", "passed")])))
+    rows = [line for line in summary([tmp_path]).splitlines() if line.startswith("| vllm-mtp")]
+    cells = {row.split("|")[4].strip(): [c.strip() for c in row.strip("|").split("|")] for row in rows}
+    assert cells["sampling"][4:6] == ["3", "0"] and cells["sampling"][-1] == "NOT JUDGED"
+    assert cells["sampling"][10] == "vllm-cpu-expand-kernel 3"
+    assert cells["engine"][-2:] == ["1: decoder 'vllm-mtp' has no such configuration", "NOT JUDGED"]
+    [document] = json.loads(judgement_json([tmp_path]))
+    suites = {record["suite"]: record for record in document["suites"]}
+    assert suites["sampling"]["verdict"] == "NOT JUDGED"
+    assert suites["sampling"]["expected_failures"] == {"vllm-cpu-expand-kernel": 3}
+    assert "--engine-fixes=vllm-cpu-expand-kernel" in suites["sampling"]["beneath"]
+    assert "beneath" not in suites["engine"], "no finding masked it: there is nothing to run beneath"
+    assert suites["greedy"]["verdict"] == "ok" and suites["greedy"]["judged"] == 1
 
 
 def test_the_coverage_table_sums_the_positions_the_greedy_checks_compared(tmp_path):

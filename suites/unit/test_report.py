@@ -324,10 +324,31 @@ def test_the_summary_lists_suites_with_failures_first_with_correct_counts(page):
     rows = re.findall(r"<tr>\s*<td>(\w+)</td>((?:\s*<td>[^<]*</td>)+)\s*</tr>", by_suite)
     counts = {name: re.findall(r"<td>([^<]*)</td>", cells) for name, cells in rows}
     assert [name for name, _ in rows] == ["greedy", "invariants", "sampling", "unit"]
-    # columns: passed, failed, error, skipped, xfailed, near-tie, total, verdict
-    assert counts["greedy"] == ["0", "1", "0", "1", "0", "1", "3", "FAILED"]
-    assert counts["sampling"] == ["1", "1", "0", "0", "0", "0", "2", "FAILED"]
-    assert counts["unit"] == ["1", "0", "0", "0", "0", "0", "1", "ok"]
+    # columns: cases, judged, passed (near-ties included), failed, near-ties, expected failures, not judged, verdict,
+    # the command beneath the masking findings
+    assert counts["greedy"] == ["3", "2", "1", "1", "1", "", "1: no CUDA device", "FAILED", ""]
+    assert counts["sampling"] == ["2", "2", "1", "1", "0", "", "", "FAILED", ""]
+    assert counts["unit"] == ["1", "1", "1", "0", "0", "", "", "ok", ""]
+
+
+def test_a_suite_of_expected_failures_only_reads_not_judged_with_its_finding_and_the_command_beneath():
+    results = synthetic_results()
+    results["run"]["options"] = {"decoder": "vllm-mtp", "model": "tiny-mimo", "budget": "smoke", "seed": 1234}
+    known = {"findings": ["vllm-cpu-expand-kernel"], "explanation": "the CPU expand kernel"}
+    results["cases"] = [
+        case("suites/sampling/test_s.py::test_law[law-t1.0-k2]", "sampling", "xfailed", known=known),
+        case("suites/sampling/test_s.py::test_law[law-t1.0-k3]", "sampling", "xfailed", known=known),
+        case("suites/greedy/test_g.py::test_natural[natural-01-k2]", "greedy", "passed"),
+    ]
+    html = render_report(results)
+    header = html.split("</header>")[0]
+    assert "sampling: NOT JUDGED" in header and "vllm-cpu-expand-kernel" in header
+    by_suite = section(html, "summary").split("<h3>By decoder</h3>")[0]
+    rows = dict(re.findall(r"<tr>\s*<td>(\w+)</td>((?:\s*<td>[^<]*</td>)+)\s*</tr>", by_suite))
+    cells = re.findall(r"<td>([^<]*)</td>", rows["sampling"])
+    assert cells[:8] == ["2", "0", "0", "0", "0", "vllm-cpu-expand-kernel: 2", "", "NOT JUDGED"]
+    assert "--suite sampling" in cells[8] and "--engine-fixes=vllm-cpu-expand-kernel" in cells[8]
+    assert "greedy: NOT JUDGED" not in header
 
 
 def test_failures_are_listed_first_in_the_all_cases_table(page):

@@ -1,0 +1,150 @@
+"""What a run judged, suite by suite: silence is never success. A case is judged when it ran its check and the
+check's verdict counts (passed, near-tie, failed, error); an expected failure (a recorded finding's signature
+explained it) and a skip are not judged. A suite with failures is FAILED; a suite with cases but none judged is
+NOT JUDGED, with the findings that masked it and the `mtp-harness run` command that runs it beneath their fixes;
+only a suite with judged cases and no failure is ok.
+
+The run's terminal summary (harness/plugin/recorder.py), `mtp-harness summarize` (text, markdown and --json) and the
+HTML report all print this one judgement of results.json's cases. Pure data: no torch, no pandas.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from harness.contract.records import CaseRecord, RunHeader
+from harness.contract.run_options import RunOptions, run_command
+
+FAILED, NOT_JUDGED, OK = "FAILED", "NOT JUDGED", "ok"
+REASON_LIMIT = 120  # characters of a skip reason kept (its first line)
+
+
+@dataclass(frozen=True)
+class SuiteJudgement:
+    """One suite's cases by what the run could say of them."""
+
+    suite: str
+    passed: int = 0  # near-ties included: a near-tie divergence passed over is a pass
+    near_ties: int = 0
+    failed: int = 0  # errors included
+    expected_failures: Mapping[str, int] = field(default_factory=dict)  # finding slug -> cases it explained
+    not_judged: Mapping[str, int] = field(default_factory=dict)  # skip reason -> cases
+
+    @property
+    def judged(self) -> int:
+        return self.passed + self.failed
+
+    @property
+    def xfailed(self) -> int:
+        return sum(self.expected_failures.values())
+
+    @property
+    def skipped(self) -> int:
+        return sum(self.not_judged.values())
+
+    @property
+    def cases(self) -> int:
+        return self.judged + self.xfailed + self.skipped
+
+    @property
+    def verdict(self) -> str:
+        if self.failed:
+            return FAILED
+        return OK if self.judged else NOT_JUDGED
+
+    @property
+    def masking_findings(self) -> tuple[str, ...]:
+        """The findings whose expected failures stand where a verdict should be (a suite judged nothing)."""
+        return tuple(sorted(self.expected_failures)) if self.verdict == NOT_JUDGED else ()
+
+    def to_record(self, beneath: list[str] | None = None) -> dict[str, Any]:
+        record = {
+            "suite": self.suite,
+            "verdict": self.verdict,
+            "cases": self.cases,
+            "judged": self.judged,
+            "passed": self.passed,
+            "near_ties": self.near_ties,
+            "failed": self.failed,
+            "expected_failures": dict(self.expected_failures),
+            "not_judged": dict(self.not_judged),
+        }
+        if beneath:
+            record["beneath"] = shlex.join(beneath)
+        return record
+
+
+def skip_reason(message: str) -> str:
+    """A skip's reason as the summary groups it: the first line, at most REASON_LIMIT characters."""
+    first = (message.strip().splitlines() or ["no reason given"])[0].strip()
+    return first if len(first) <= REASON_LIMIT else first[: REASON_LIMIT - 1] + "…"
+
+
+def judge(cases: Iterable[CaseRecord], key: str = "suite") -> list[SuiteJudgement]:
+    """The cases by `key` (suite, or decoder), FAILED first, then NOT JUDGED, then ok; by name within each."""
+    tallies: dict[str, dict[str, Counter]] = {}
+    for case in cases:
+        tally = tallies.setdefault(str(case[key]), {"outcomes": Counter(), "known": Counter(), "skips": Counter()})
+        outcome = case["outcome"]
+        tally["outcomes"][outcome] += 1
+        if outcome == "xfailed":
+            for slug in (case.get("known") or {}).get("findings") or ["(no finding recorded)"]:
+                tally["known"][slug] += 1
+        elif outcome == "skipped":
+            tally["skips"][skip_reason(case["message"])] += 1
+    judgements = [
+        SuiteJudgement(
+            suite=name,
+            passed=t["outcomes"]["passed"] + t["outcomes"]["near-tie"],
+            near_ties=t["outcomes"]["near-tie"],
+            failed=t["outcomes"]["failed"] + t["outcomes"]["error"],
+            expected_failures=dict(t["known"].most_common()),
+            not_judged=dict(t["skips"].most_common()),
+        )
+        for name, t in tallies.items()
+    ]
+    order = {FAILED: 0, NOT_JUDGED: 1, OK: 2}
+    return sorted(judgements, key=lambda j: (order[j.verdict], j.suite))
+
+
+def beneath_command(judgement: SuiteJudgement, run: RunHeader) -> list[str] | None:
+    """`mtp-harness run` of this suite with the run's options and the masking findings' fixes added, or None where
+    no finding masked it."""
+    if not judgement.masking_findings:
+        return None
+    options = RunOptions.from_record(run.get("options") or {})
+    fixes = tuple(sorted(set(options.engine.fixes) | set(judgement.masking_findings)))
+    return run_command(replace(options, engine=replace(options.engine, fixes=fixes)), judgement.suite)
+
+
+def judgement_records(cases: Iterable[CaseRecord], run: RunHeader) -> list[dict[str, Any]]:
+    """The judgement as JSON data (`mtp-harness summarize --json`)."""
+    return [j.to_record(beneath_command(j, run)) for j in judge(cases)]
+
+
+def judgement_text(cases: Iterable[CaseRecord], run: RunHeader) -> str:
+    """The judgement as the terminal prints it: a line per suite, then each NOT JUDGED suite's masking findings and
+    the command that runs it beneath them, and each not-judged reason."""
+    judgements = judge(cases)
+    columns = ("cases", "judged", "passed", "failed", "xfailed", "skipped")
+    width = max([len("suite"), *(len(j.suite) for j in judgements)]) + 2
+    lines = [f"{'suite':<{width}}" + "".join(f"{c:>9}" for c in columns) + "  verdict"]
+    for j in judgements:
+        cells = (j.cases, j.judged, j.passed, j.failed, j.xfailed, j.skipped)
+        lines.append(f"{j.suite:<{width}}" + "".join(f"{c:>9}" for c in cells) + f"  {j.verdict}")
+    for j in judgements:
+        for slug, count in j.expected_failures.items():
+            lines.append(f"  {j.suite}: {count} expected failure(s) of finding {slug}")
+        for reason, count in j.not_judged.items():
+            lines.append(f"  {j.suite}: {count} not judged (skipped): {reason}")
+        if j.verdict == NOT_JUDGED:
+            masked = ", ".join(j.masking_findings) or "no finding: every case was skipped"
+            lines.append(f"  {j.suite} NOT JUDGED: nothing in it was judged ({masked})")
+            beneath = beneath_command(j, run)
+            if beneath:
+                lines.append(f"  {j.suite} beneath those findings' fixes: {shlex.join(beneath)}")
+    return "\n".join(lines)
