@@ -123,9 +123,11 @@ def test_an_engine_argument_reaches_vllm_as_given(bundle):
         decoder.close()
 
 
-def test_under_tensor_parallelism_the_hooks_force_record_and_score_on_vllms_own_workers(bundle):
-    """tensor_parallel_size=2 (vLLM's CPU build runs two worker processes): forced drafts are rejected exactly where
-    forced, the passes are read back from the first worker, and the engine's scores are the harness's."""
+@pytest.mark.parametrize("runner", ["v1", "v2"])
+def test_under_tensor_parallelism_the_hooks_force_record_and_score_on_vllms_own_workers(bundle, runner):
+    """tensor_parallel_size=2 (vLLM's CPU build runs two worker processes) on each model runner: forced drafts are
+    rejected exactly where forced, the passes are read back from the first worker, and the engine's scores (the
+    scoring hook of --reference engine) are the harness's."""
     import numpy as np
 
     from harness.checks.engine_reference import EngineReference
@@ -133,7 +135,7 @@ def test_under_tensor_parallelism_the_hooks_force_record_and_score_on_vllms_own_
     from harness.contract.decoder import SamplingConfig
     from harness.models.card import load_card
 
-    parallel = EngineOptions(arguments=(("tensor_parallel_size", 2),))
+    parallel = EngineOptions(arguments=(("tensor_parallel_size", 2),), runner=runner)
     decoder = make_decoder("vllm-mtp", bundle, parallel)
     prompt_ids = tuple(load_prompts()[0].encode(bundle.tokenizer))
     try:

@@ -37,6 +37,15 @@ if __package__:  # imported by the harness (llm_arguments for the reproducer, th
 else:  # run as the server script in vLLM's environment, beside recorder.py
     from recorder import HARNESS_KEY
 
+# Set by an Engine of Model Runner V2 on a CPU: vLLM's CPU platform starts its tensor- or pipeline-parallel workers
+# with multiprocessing's spawn (vllm/platforms/cpu.py), which runs this script again in each worker as __mp_main__
+# before the worker imports vLLM; the worker needs the same enabling shim (cpu_triton.py) as this process.
+V2_CPU_SHIM = "MTP_HARNESS_V2_CPU_SHIM"
+if __name__ == "__mp_main__" and os.environ.get(V2_CPU_SHIM) == "1":
+    from cpu_triton import enable_model_runner_v2_on_cpu
+
+    enable_model_runner_v2_on_cpu()
+
 FINISH_REASONS = {"stop": "eos", "length": "length"}  # vLLM's -> the contract's (only stop_token_ids stop it)
 # the scoring hook's log-softmax (float64) against vLLM's prompt logprobs (float32) of the same logits: rounding is
 # ~1e-6; rows taken from the wrong place differ by whole nats
@@ -116,6 +125,7 @@ class Engine:
             from cpu_triton import enable_model_runner_v2_on_cpu  # beside this file; before vLLM is imported
 
             enable_model_runner_v2_on_cpu()
+            os.environ[V2_CPU_SHIM] = "1"  # and in every worker process vLLM spawns (above)
         import vllm
         from vllm import LLM
 
