@@ -246,3 +246,32 @@ def test_the_expand_kernel_signature_needs_a_rejection_that_spares_the_first_tok
     assert not sampled_with_garbage_parameters(pit(False, 0.5)), "a case that was not rejected failed otherwise"
     law = {"kind": "law", "rejected": True, "tv": 0.05}
     assert sampled_with_garbage_parameters(FailedCase("n", "rejected", {"sampling": law}, (), model=lambda: None))
+
+
+def test_the_drafter_skip_explains_draft_mismatches_only_in_a_batch_that_reaches_the_context_end():
+    """The skip's mechanism needs a request of the batch within reach of max_model_len: in the batch clear of the
+    context end, a request's mismatches after an all-zero pass are a new bug (a record it must not explain); in the
+    batches holding the long prompts they are the skip's holes (a record it must explain)."""
+    from harness.models.loading import bundle_for
+    from harness.subjects.engines.findings import FailedCase
+    from harness.subjects.engines.vllm.signatures import DRAFTER_SKIP, conformance_explained_by
+
+    bundle = bundle_for("tiny-mimo", "cpu", "float32")
+    steps = [
+        {"start": 0, "drafts": [7, 8], "accepted": 2, "emitted": [7, 8, 9]},
+        {"start": 3, "drafts": [0, 0], "accepted": 0, "emitted": [4]},  # the skipped pass
+        {"start": 4, "drafts": [5, 6], "accepted": 0, "emitted": [1]},  # drafts from a cache with holes
+    ]
+    request = {"prompt_id": "p", "prompt_ids": [3, 4, 5], "token_ids": [7, 8, 9, 4, 1], "steps": steps}
+    mismatches = [{"request": 0, "start": 3, "drafts": [0, 0], "expected": [4, 2]}]
+    mismatches.append({"request": 0, "start": 4, "drafts": [5, 6], "expected": [1, 2]})
+    record = {"num_draft_tokens": 2, "passes": 3, "mismatches": mismatches, "requests": [request]}
+    test = "suites/invariants/test_draft_conformance.py::test_greedy_drafts_equal_the_harness_proposers"
+
+    def explained(batch: str) -> frozenset[str]:
+        case = FailedCase(f"{test}[k2-{batch}]", "mismatch", {"conformance": record}, (DRAFTER_SKIP,), lambda: bundle)
+        return conformance_explained_by(case)
+
+    assert explained("at-context-end") == {DRAFTER_SKIP}
+    assert explained("mixed") == {DRAFTER_SKIP}
+    assert explained("clear-of-context-end") == frozenset(), "no request of that batch can trigger the skip"

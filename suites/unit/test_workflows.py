@@ -334,7 +334,7 @@ def test_the_nightly_runs_every_engine_beneath_its_fixes_at_the_ci_budget_with_e
     assert sorted(job["strategy"]["matrix"]["session"]) == ["llamacpp", "vllm"]
     assert "cron" in workflow["on"]["schedule"][0]
     [nox_step] = [step for step in job["steps"] if "nox -s" in step.get("run", "")]
-    assert '-- --budget ci' in nox_step["run"]
+    assert "-- --budget ci" in nox_step["run"]
     noxfile = (ROOT / "noxfile.py").read_text()
     for session in ("vllm", "llamacpp"):
         body = noxfile.split(f"def {session}(session: nox.Session)")[1].split("\n@nox.session")[0]

@@ -144,7 +144,7 @@ def conformance_explained_by(case: FailedCase) -> frozenset[str]:
 def _explain_mismatches(conformance: Mapping[str, Any], case: FailedCase) -> frozenset[str]:
     requests = conformance["requests"]
     left, used = list(conformance["mismatches"]), set()
-    if DRAFTER_SKIP in case.watched_by:
+    if DRAFTER_SKIP in case.watched_by and batch_reaches_the_context_end(case, int(conformance["num_draft_tokens"])):
         skipped_at = {
             index: min((s["start"] for s in request["steps"] if unproposed_zero_drafts(s, {})), default=None)
             for index, request in enumerate(requests)
@@ -174,6 +174,22 @@ def _explain_mismatches(conformance: Mapping[str, Any], case: FailedCase) -> fro
             }
         left = kept
     return frozenset(used) if not left else frozenset()
+
+
+def batch_reaches_the_context_end(case: FailedCase, k: int) -> bool:
+    """Whether the mechanism of the drafter skip can act on the case's batch: vLLM skips the drafter for a step when
+    the batch's longest sequence plus the drafter's query tokens no longer fits max_model_len
+    (`_input_fits_in_drafter`, gpu_model_runner.py:4288), which needs a request of the batch that reaches the last
+    2k + 1 positions of the context (harness/checks/batches.py at_context_end). The batch is the case's parameter
+    (mixed, clear-of-context-end, at-context-end); its members are the prompt fixtures it holds."""
+    from harness.checks.batches import BATCHES, MIXED, at_context_end, batch_members
+    from harness.models.prompts import load_prompts
+
+    batch = next((b for b in BATCHES if case.nodeid.rstrip("]").endswith(f"-{b}")), MIXED)
+    bundle = case.model()
+    lengths = [(len(p.encode(bundle.tokenizer)), p.max_new_tokens) for p in load_prompts()]
+    members = batch_members(lengths, batch, k, bundle.max_context, lambda length: length)
+    return any(at_context_end(*length, k, bundle.max_context) for length in members)
 
 
 def committed_prefix(request: Mapping[str, Any], start: int) -> list[int]:
