@@ -46,7 +46,8 @@ DRAFTER_SKIPPED_FOR_THE_WHOLE_BATCH = Finding(
     title="when one request of the batch is within k tokens of max_model_len, no request of the batch is "
     "drafted for (token-0 placeholder drafts are verified instead) and the MTP layer's cache misses those steps",
     signature="greedy tokens unchanged; a verification pass of k token-0 drafts the request never proposed "
-    "(none forced to 0), and in draft conformance every mismatch of a request at or after such a pass",
+    "(none forced to 0), and in draft conformance every mismatch of a request at or after such a pass, only in a "
+    "batch holding a request that reaches the last 2k + 1 positions of the context (the skip's condition needs one)",
     explains=signatures.drafts_of_token_zero,
     engine="vllm",
     decoders=("vllm-mtp",),

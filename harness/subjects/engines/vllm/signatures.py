@@ -8,7 +8,8 @@ Each predicate accepts only what its bug can produce, so that a different bug in
   uninitialised memory holds, so another sampling bug of the rejection sampler would look the same in the record:
   the run beneath the fixes (--engine-fixes) is what judges vLLM's rejection sampler and its per-request randomness;
 - the drafter skip: token-0 drafts the request never proposed, and nothing else (greedy tokens unchanged; draft
-  mismatches only at or after a request's skipped pass);
+  mismatches only at or after a request's skipped pass, and only in a batch that holds a request at the context end,
+  without which vLLM's condition for the skip cannot hold: the batch clear of it is judged pass by pass);
 - probabilistic drafts without the request's seed: a seeded request with sampled drafts whose output changes with
   its batch (the record cannot tell it from another RNG bug of the draft path; its reproducer can);
 - position 0, GLM-4.5's pre-norm hand-over and the chunked prefill's last prompt token: the engine's drafts equal
