@@ -6,9 +6,12 @@ installed the moment that module is imported, before vLLM's CPU platform registe
 
 Used only by suites/unit/test_vllm_failure_triage.py, in processes it starts."""
 
-import importlib.abc
-import importlib.machinery
-import sys
+import importlib.util
+from pathlib import Path
+
+_spec = importlib.util.spec_from_file_location("patch_on_import", Path(__file__).parents[1] / "patch_on_import.py")
+_helper = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_helper)
 
 PATCHED_MODULE = "vllm.utils.cpu_triton_utils"
 
@@ -24,21 +27,8 @@ def accept_every_draft(
         start = end
 
 
-class PatchOnImport(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path=None, target=None):
-        if name != PATCHED_MODULE:
-            return None
-        spec = importlib.machinery.PathFinder.find_spec(name, path)
-        if spec is None or spec.loader is None:
-            return None
-        load = spec.loader.exec_module
-
-        def exec_and_patch(module):
-            load(module)
-            module._rejection_greedy_sample_kernel_impl = accept_every_draft
-
-        spec.loader.exec_module = exec_and_patch
-        return spec
+def install(module) -> None:
+    module._rejection_greedy_sample_kernel_impl = accept_every_draft
 
 
-sys.meta_path.insert(0, PatchOnImport())
+_helper.patch_on_import(PATCHED_MODULE, install)

@@ -3,28 +3,18 @@ PYTHONPATH, the server's V2 recorder (harness/subjects/engines/vllm/recorder.py 
 a forced draft: vLLM drafts its own token where the harness forced another. The harness's other hooks and vLLM are
 untouched. Used only by suites/unit/test_vllm_runner_v2.py, in processes it starts."""
 
-import importlib.abc
-import importlib.machinery
-import sys
+import importlib.util
+from pathlib import Path
+
+_spec = importlib.util.spec_from_file_location("patch_on_import", Path(__file__).parents[1] / "patch_on_import.py")
+_helper = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_helper)
 
 PATCHED_MODULE = "recorder"  # the server imports it from beside server.py
 
 
-class PatchOnImport(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path=None, target=None):
-        if name != PATCHED_MODULE:
-            return None
-        spec = importlib.machinery.PathFinder.find_spec(name, path)
-        if spec is None or spec.loader is None:
-            return None
-        load = spec.loader.exec_module
-
-        def exec_and_patch(module):
-            load(module)
-            module.RunnerV2Recorder.force = lambda self, tokens, idx_mapping, draft_step, draft_logits: None
-
-        spec.loader.exec_module = exec_and_patch
-        return spec
+def install(module) -> None:
+    module.RunnerV2Recorder.force = lambda self, tokens, idx_mapping, draft_step, draft_logits: None
 
 
-sys.meta_path.insert(0, PatchOnImport())
+_helper.patch_on_import(PATCHED_MODULE, install)

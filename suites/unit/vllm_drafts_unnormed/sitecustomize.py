@@ -6,9 +6,12 @@ installed the moment that module is imported.
 
 Used only by suites/unit/test_vllm_drafting_bug.py, in processes it starts."""
 
-import importlib.abc
-import importlib.machinery
-import sys
+import importlib.util
+from pathlib import Path
+
+_spec = importlib.util.spec_from_file_location("patch_on_import", Path(__file__).parents[1] / "patch_on_import.py")
+_helper = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_helper)
 
 PATCHED_MODULE = "vllm.model_executor.models.mimo_mtp"
 
@@ -24,21 +27,4 @@ def without_the_hidden_norm(module) -> None:
     layer.__init__ = patched_init
 
 
-class PatchOnImport(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path=None, target=None):
-        if name != PATCHED_MODULE:
-            return None
-        spec = importlib.machinery.PathFinder.find_spec(name, path)
-        if spec is None or spec.loader is None:
-            return None
-        load = spec.loader.exec_module
-
-        def exec_and_patch(module):
-            load(module)
-            without_the_hidden_norm(module)
-
-        spec.loader.exec_module = exec_and_patch
-        return spec
-
-
-sys.meta_path.insert(0, PatchOnImport())
+_helper.patch_on_import(PATCHED_MODULE, without_the_hidden_norm)
