@@ -16,6 +16,7 @@ MIXED = "mixed"
 CLEAR_OF_CONTEXT_END = "clear-of-context-end"
 AT_CONTEXT_END = "at-context-end"
 BATCHES = (MIXED, CLEAR_OF_CONTEXT_END, AT_CONTEXT_END)
+SEPARATED_BATCHES = (CLEAR_OF_CONTEXT_END, AT_CONTEXT_END)  # every prompt fixture, in two batches
 SEPARATED = "separated"  # a request's own batch: CLEAR_OF_CONTEXT_END or AT_CONTEXT_END, whichever holds it
 
 Item = TypeVar("Item")
