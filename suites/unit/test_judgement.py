@@ -49,6 +49,13 @@ def test_a_suite_is_failed_not_judged_or_ok_by_what_it_judged():
     assert judgements["invariants"].verdict == FAILED and judgements["invariants"].judged == 1
 
 
+def test_a_case_two_findings_explain_is_one_expected_failure_counted_for_each_finding():
+    both = {"findings": ["position-0", "pre-norm"], "explanation": "together"}
+    [j] = judge([case("invariants", "xfailed", known=both), case("invariants", "xfailed", known=EXPAND)])
+    assert (j.cases, j.xfailed) == (2, 2)
+    assert j.expected_failures == {"position-0": 1, "pre-norm": 1, "vllm-cpu-expand-kernel": 1}
+
+
 def test_an_expected_failure_without_a_recorded_finding_is_still_counted_as_one():
     [j] = judge([case("greedy", "xfailed")])
     assert j.expected_failures == {"(no finding recorded)": 1} and j.verdict == NOT_JUDGED
