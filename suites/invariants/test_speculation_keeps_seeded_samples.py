@@ -9,7 +9,14 @@ token at a time, and the two differ in the last bits (float32 kernels). A draw t
 of the boundary between two tokens takes the neighbour. So a first difference between two tokens that are
 neighbours where a sampler walks the law (by token id, or by probability, largest first; nothing with positive
 probability between them) is a boundary near-tie, recorded and not a failure, and the request is not compared
-beyond it; any other difference fails. A wrong law picks a neighbour by chance only about twice in a vocabulary."""
+beyond it; any other difference fails.
+
+The excuse is capped at NEAR_TIE_CAP per case. A boundary flip needs the draw within the two computations' difference
+of a boundary: per drawn token at most the total variation between their laws, which float32 rounding keeps below
+FLIP_BOUND (the logits differ in the last bits, ~1e-6 relative; 1e-4 is a hundredfold margin). A case draws
+n = 8 requests x 24 tokens = 192, so on a correct engine P(two or more flips) <= C(n, 2) FLIP_BOUND^2 = 1.8e-4 per
+case (2.2e-3 over the 12 cases of a run, a union bound), while a wrong law differs in most requests and a neighbour qualifies by chance often (about 19% of pairs under top-k
+20): a second near-tie in one case is a failure."""
 
 from __future__ import annotations
 
@@ -23,6 +30,9 @@ from harness.decoding.sampling import process_logits
 from harness.models.teacher_forcing import target_forward
 
 pytestmark = pytest.mark.invariants
+
+NEAR_TIE_CAP = 1  # boundary near-ties excused per case (module docstring)
+FLIP_BOUND = 1e-4  # per drawn token, the chance that float32 rounding moves the draw across a boundary, at most
 
 SETTINGS = {
     "t1": SamplingConfig(temperature=1.0),
@@ -74,6 +84,7 @@ def test_a_seeded_sample_is_the_same_with_and_without_speculation(
         else:
             differ.append(i)
     record_property("boundary_near_ties", str(near_ties))
+    differ += near_ties[NEAR_TIE_CAP:]  # past the cap, a near-tie is no excuse
     if differ:
         first = differ[0]
         record = SpeculationRecord(
@@ -83,7 +94,8 @@ def test_a_seeded_sample_is_the_same_with_and_without_speculation(
         )
         attach_record(record_property, "speculation", record)
     assert not differ, (
-        f"{len(differ)} of {len(requests)} seeded requests changed with speculation; request {differ[0]}: without "
+        f"{len(differ)} of {len(requests)} seeded requests changed with speculation ({len(near_ties)} at a boundary "
+        f"near-tie, {NEAR_TIE_CAP} excused at most); request {differ[0]}: without "
         f"{without[differ[0]].token_ids}, with k = {k} {speculative[differ[0]].token_ids}"
     )
     assert len({r.token_ids for r in without}) > 1, "the requests' seeds gave one and the same output"
