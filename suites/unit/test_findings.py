@@ -202,12 +202,12 @@ def test_the_drafter_skip_signature_needs_unproposed_token_zero_drafts_and_uncha
     from harness.subjects.engines.findings import FailedCase
     from harness.subjects.engines.vllm.signatures import drafts_of_token_zero
 
-    def passes(drafts, forced=None):
+    def passes(drafts, forced=None, prompt_id="p"):
         steps = [{"start": 1, "drafts": [5, 6], "accepted": 2, "emitted": [5, 6, 7]}]
         steps.append({"start": 4, "drafts": drafts, "accepted": 0, "emitted": [9]})
         return {
             "passes": {
-                "prompt_id": "p",
+                "prompt_id": prompt_id,
                 "num_draft_tokens": 2,
                 "forced_drafts": forced or {},
                 "expected": None,
@@ -217,10 +217,22 @@ def test_the_drafter_skip_signature_needs_unproposed_token_zero_drafts_and_uncha
             }
         }
 
-    def explained(records):
-        return drafts_of_token_zero(FailedCase("n", "passes differ", records, (), model=lambda: None))
+    from harness.models.loading import bundle_for
+
+    bundle = bundle_for("tiny-mimo", "cpu", "float32")
+    forced = "greedy/test_forced_rejections.py::test_forced_rejections_keep_the_reference"
+
+    def explained(records, case_id="long-02-k2-final-position-mixed"):
+        nodeid = f"{forced}[{case_id}]"
+        return drafts_of_token_zero(FailedCase(nodeid, "passes differ", records, (), model=lambda: bundle))
 
     assert explained(passes([0, 0]))
+    assert not explained(passes([0, 0]), "p-k2-final-position-clear-of-context-end"), "no request reaches the end"
+    # separated: the case's own prompt's batch; no batch named (random rejections): the request alone
+    assert explained(passes([0, 0], prompt_id="long-02"), "long-02-k2-final-position-separated")
+    assert not explained(passes([0, 0], prompt_id="natural-01"), "natural-01-k2-final-position-separated")
+    assert explained(passes([0, 0], prompt_id="long-02"), "k2")
+    assert not explained(passes([0, 0], prompt_id="natural-01"), "k2"), "alone and clear of the end: not the skip"
     assert not explained(passes([0, 3])), "a draft of 0 beside a real draft is not the skip"
     assert not explained(passes([0, 0], forced={"4": 0, "5": 0})), "drafts of 0 that were forced are not the skip"
     divergence = {"divergence": {"near_tie": False, "index": 3}}

@@ -83,13 +83,16 @@ def sampled_drafts_not_seeded(case: FailedCase) -> bool:
 def drafts_of_token_zero(case: FailedCase) -> bool:
     """Greedy tokens unchanged, and the broken passes are token-0 drafts the request never proposed: a pass
     whose drafts are all 0 where no 0 was forced (pass checks), or draft mismatches of a request at or after its
-    own all-zero pass, with every other mismatch explained by the other watching findings (draft conformance)."""
+    own all-zero pass, with every other mismatch explained by the other watching findings (draft conformance); in
+    both, only where the case's batch (or the request alone) reaches the context end, as the skip needs."""
     if case.records.get("divergence") and not case.records["divergence"].get("near_tie"):
         return False  # the skip costs drafts, never tokens
     passes = case.records.get("passes")
     if passes:
         steps = passes["steps"] + (passes.get("other_steps") or [])
-        return any(unproposed_zero_drafts(step, passes["forced_drafts"]) for step in steps)
+        skipped = any(unproposed_zero_drafts(step, passes["forced_drafts"]) for step in steps)
+        k = int(passes["num_draft_tokens"])
+        return skipped and batch_reaches_the_context_end(case, k, passes["prompt_id"])
     return DRAFTER_SKIP in conformance_explained_by(case)
 
 
@@ -177,19 +180,25 @@ def _explain_mismatches(conformance: Mapping[str, Any], case: FailedCase) -> fro
     return frozenset(used) if not left else frozenset()
 
 
-def batch_reaches_the_context_end(case: FailedCase, k: int) -> bool:
+def batch_reaches_the_context_end(case: FailedCase, k: int, prompt_id: str | None = None) -> bool:
     """Whether the mechanism of the drafter skip can act on the case's batch: vLLM skips the drafter for a step when
     the batch's longest sequence plus the drafter's query tokens no longer fits max_model_len
     (`_input_fits_in_drafter`, gpu_model_runner.py:4288), which needs a request of the batch that reaches the last
-    2k + 1 positions of the context (harness/checks/batches.py at_context_end). The batch is the case's parameter
-    (mixed, clear-of-context-end, at-context-end); its members are the prompt fixtures it holds."""
-    from harness.checks.batches import BATCHES, MIXED, at_context_end, batch_members
+    2k + 1 positions of the context (harness/checks/batches.py at_context_end). The batch is the case's parameter:
+    mixed, clear-of-context-end or at-context-end (its prompt fixtures), separated (the batch of the case's prompt);
+    a case with none decodes `prompt_id` alone (every prompt, where it names none)."""
+    from harness.checks.batches import BATCHES, MIXED, SEPARATED, at_context_end, batch_members, own_batch
     from harness.models.prompts import load_prompts
 
-    batch = next((b for b in BATCHES if case.nodeid.rstrip("]").endswith(f"-{b}")), MIXED)
     bundle = case.model()
-    lengths = [(len(p.encode(bundle.tokenizer)), p.max_new_tokens) for p in load_prompts()]
-    members = batch_members(lengths, batch, k, bundle.max_context, lambda length: length)
+    lengths = {p.id: (len(p.encode(bundle.tokenizer)), p.max_new_tokens) for p in load_prompts()}
+    named = next((b for b in (*BATCHES, SEPARATED) if case.nodeid.rstrip("]").endswith(f"-{b}")), None)
+    if named == SEPARATED and prompt_id is not None:
+        named = own_batch(*lengths[prompt_id], k, bundle.max_context)
+    if named is None and prompt_id is not None:  # decoded alone
+        members = [lengths[prompt_id]]
+    else:
+        members = batch_members(list(lengths.values()), named or MIXED, k, bundle.max_context, lambda length: length)
     return any(at_context_end(*length, k, bundle.max_context) for length in members)
 
 
