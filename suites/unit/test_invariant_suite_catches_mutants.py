@@ -43,7 +43,9 @@ def test_draft_conformance_exposes_mtp_state_bugs_that_keep_greedy_output(pytest
         f"--harness-decoder=mutant:{mutant}",
         "-q",
         "-k",
-        "k2",
+        "k2-clear-of-context-end",
     )
+    # The batch clear of the context end has rejections in every request, so both state bugs change its drafts;
+    # the at-context-end batch (one long prompt) is judged by the same code and may or may not meet a rollback.
     assert result.parseoutcomes().get("failed", 0) == 1, result.stdout.str()[-2000:]
     result.stdout.fnmatch_lines(["*passes proposed drafts the committed prefix does not give*"])
