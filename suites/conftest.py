@@ -22,6 +22,7 @@ from harness.contract.records import (
     GreedyCheckRecord,
     PassesRecord,
     attach_record,
+    hidden_pairing_records,
     step_records,
 )
 from harness.contract.run_options import Reference, RunOptions
@@ -166,6 +167,10 @@ def passes_on_failure(record_property):
                 other_steps=step_records(other[1].steps) if other else None,
                 other=other[0] if other else None,
             )
+            if result.hidden_pairings:
+                record["hidden_pairings"] = hidden_pairing_records(result.hidden_pairings)
+            if other and other[1].hidden_pairings:
+                record["other_hidden_pairings"] = hidden_pairing_records(other[1].hidden_pairings)
             attach_record(record_property, "passes", record)
             raise
 

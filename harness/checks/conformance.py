@@ -14,6 +14,7 @@ from harness.contract.records import (
     ConformanceMismatchRecord,
     ConformanceRecord,
     ConformanceRequestRecord,
+    hidden_pairing_records,
     step_records,
 )
 from harness.decoding.mtp_decoder import MTPDecoder
@@ -61,6 +62,8 @@ def conformance_record(
         )
         if results[index].prefill_chunk_ends:
             record["prefill_chunk_ends"] = list(results[index].prefill_chunk_ends)
+        if results[index].hidden_pairings:
+            record["hidden_pairings"] = hidden_pairing_records(results[index].hidden_pairings)
         involved_requests.append(record)
     return ConformanceRecord(
         num_draft_tokens=k,

@@ -174,17 +174,31 @@ class VerifyStep:
 
 
 @dataclass(frozen=True)
+class HiddenPairing:
+    """An engine's MTP layer took in the token at `position` paired with `hidden` (None: with the target's own
+    hidden state at position - 1, the checkpoint's pairing), before the drafts of step `step` (an index into
+    DecodeResult.steps; len(steps) when no later step drafted). The engine's own record (llama.cpp built with the
+    harness's instrumentation); a later pairing at or below a position rewrites the MTP cache from there on."""
+
+    step: int
+    position: int
+    hidden: tuple[float, ...] | None
+
+
+@dataclass(frozen=True)
 class DecodeResult:
     """Generated tokens (EOS included when it ended the output), the verification passes, and why it stopped.
 
     prefill_chunk_ends: where an engine that prefills prompts in chunks ended each chunk but the last (the count of
     prompt tokens computed after it), as the engine reports it; empty for a whole prefill or an engine that does not
-    say. Not part of the output: two results that differ only there are equal."""
+    say. hidden_pairings: the MTP layer's pairings an engine reports (HiddenPairing), in order; empty where it does
+    not. Neither is part of the output: two results that differ only there are equal."""
 
     token_ids: tuple[int, ...]
     steps: tuple[VerifyStep, ...]
     finish_reason: FinishReason
     prefill_chunk_ends: tuple[int, ...] = field(default=(), compare=False)
+    hidden_pairings: tuple[HiddenPairing, ...] = field(default=(), compare=False)
 
 
 @runtime_checkable

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict, get_type
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from harness.contract.decoder import DecodeRequest, VerifyStep
+    from harness.contract.decoder import DecodeRequest, HiddenPairing, VerifyStep
 
 SCHEMA = 2  # 2: the run header carries the run options; configuration evidence records
 RECORD_PREFIX = "mtp_harness."  # a record's user-property name is RECORD_PREFIX + kind
@@ -203,6 +203,14 @@ class GreedyCheckRecord(TypedDict):
     near_ties: list[int]  # output positions of the near-ties passed over
 
 
+class HiddenPairingRecord(TypedDict):
+    """harness.contract.decoder.HiddenPairing as plain data."""
+
+    step: int
+    position: int
+    hidden: list[float] | None
+
+
 class PassesRecord(TypedDict):
     """A request whose verification passes broke a check (greedy suite): the passes it made, the pass
     structure the forced schedule implies (start, emitted), and, where the check compares two decodes of the
@@ -215,6 +223,8 @@ class PassesRecord(TypedDict):
     steps: list[StepRecord]
     other_steps: list[StepRecord] | None  # the same request decoded alone, where the check compares
     other: str | None  # what other_steps is ("alone")
+    hidden_pairings: NotRequired[list[HiddenPairingRecord]]  # of `steps`' decode, where the engine reports them
+    other_hidden_pairings: NotRequired[list[HiddenPairingRecord]]  # of `other_steps`' decode
 
 
 class ConformanceRequestRecord(TypedDict):
@@ -223,6 +233,7 @@ class ConformanceRequestRecord(TypedDict):
     token_ids: list[int]
     steps: list[StepRecord]
     prefill_chunk_ends: NotRequired[list[int]]  # where the engine ended its prompt's prefill chunks (DecodeResult)
+    hidden_pairings: NotRequired[list[HiddenPairingRecord]]  # the MTP layer's pairings the engine reports
 
 
 class ConformanceMismatchRecord(TypedDict):
@@ -247,6 +258,10 @@ class IsolationRecord(TypedDict):
     request: RequestRecord
     alone: list[int]
     in_batch: list[int]
+    alone_steps: NotRequired[list[StepRecord]]
+    in_batch_steps: NotRequired[list[StepRecord]]
+    alone_hidden_pairings: NotRequired[list[HiddenPairingRecord]]  # where the engine reports them
+    in_batch_hidden_pairings: NotRequired[list[HiddenPairingRecord]]
 
 
 class SpeculationRecord(TypedDict):
@@ -406,6 +421,24 @@ def step_records(steps: "Sequence[VerifyStep]") -> list[StepRecord]:
     return [
         StepRecord(start=s.start, drafts=list(s.drafts), accepted=s.accepted, emitted=list(s.emitted)) for s in steps
     ]
+
+
+def hidden_pairing_records(pairings: "Sequence[HiddenPairing]") -> list[HiddenPairingRecord]:
+    """An engine's reported MTP pairings as records."""
+    return [
+        HiddenPairingRecord(step=p.step, position=p.position, hidden=None if p.hidden is None else list(p.hidden))
+        for p in pairings
+    ]
+
+
+def hidden_pairings_from_records(records: "Sequence[Mapping]") -> "tuple[HiddenPairing, ...]":
+    """Records back as HiddenPairings."""
+    from harness.contract.decoder import HiddenPairing
+
+    return tuple(
+        HiddenPairing(int(r["step"]), int(r["position"]), None if r["hidden"] is None else tuple(r["hidden"]))
+        for r in records
+    )
 
 
 def request_record(request: "DecodeRequest") -> RequestRecord:

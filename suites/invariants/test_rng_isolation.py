@@ -6,7 +6,13 @@ from __future__ import annotations
 import pytest
 
 from harness.contract.decoder import DecodeRequest, DecodeResult, SamplingConfig
-from harness.contract.records import IsolationRecord, attach_record, request_record
+from harness.contract.records import (
+    IsolationRecord,
+    attach_record,
+    hidden_pairing_records,
+    request_record,
+    step_records,
+)
 from harness.contract.seeds import session_shifted
 
 pytestmark = pytest.mark.invariants
@@ -50,6 +56,13 @@ def test_a_sampled_request_is_independent_of_its_batch(
 def record_isolation(record_property, request: DecodeRequest, alone: DecodeResult, in_batch: DecodeResult) -> None:
     """The request whose output changed with its batch, both outputs (what a finding's signature reads)."""
     record = IsolationRecord(
-        request=request_record(request), alone=list(alone.token_ids), in_batch=list(in_batch.token_ids)
+        request=request_record(request),
+        alone=list(alone.token_ids),
+        in_batch=list(in_batch.token_ids),
+        alone_steps=step_records(alone.steps),
+        in_batch_steps=step_records(in_batch.steps),
     )
+    if alone.hidden_pairings or in_batch.hidden_pairings:
+        record["alone_hidden_pairings"] = hidden_pairing_records(alone.hidden_pairings)
+        record["in_batch_hidden_pairings"] = hidden_pairing_records(in_batch.hidden_pairings)
     attach_record(record_property, "isolation", record)

@@ -22,7 +22,9 @@ JSON lines over the server's stdin and stdout (one message per line, UTF-8), pro
                "forced_drafts": {"<output position>": token id}}
     result  = {"token_ids": [int], "finish_reason": "eos" | "length",
                "steps": [{"start": int, "drafts": [int], "accepted": int, "emitted": [int]}],
-               "prefill_chunk_ends": [int] (optional: where the engine ended each prefill chunk but the last)}
+               "prefill_chunk_ends": [int] (optional: where the engine ended each prefill chunk but the last),
+               "hidden_pairings": [{"step": int, "position": int, "hidden": [float] | null}] (optional: the MTP
+               layer's pairings the engine reports, DecodeResult.hidden_pairings)}
 
 The fields are those of harness.contract.decoder's DecodeRequest / DecodeResult; num_draft_tokens and draft_mode are
 engine configuration (an engine process serves one k and one draft mode), not request fields.
@@ -34,7 +36,7 @@ from collections.abc import Mapping
 
 from harness.contract.decoder import DecodeRequest, DecodeResult, DraftMode, SamplingConfig, VerifyStep
 from harness.contract.errors import HarnessError
-from harness.contract.records import step_records
+from harness.contract.records import hidden_pairing_records, hidden_pairings_from_records, step_records
 
 
 class EngineProtocolError(HarnessError):
@@ -77,6 +79,7 @@ def result_message(result: DecodeResult) -> dict:
         "finish_reason": result.finish_reason,
         "steps": step_records(result.steps),
         "prefill_chunk_ends": list(result.prefill_chunk_ends),
+        "hidden_pairings": hidden_pairing_records(result.hidden_pairings),
     }
 
 
@@ -103,7 +106,21 @@ def parse_result(message: object, where: str) -> DecodeResult:
             VerifyStep(start, tuple(_int_list(step, "drafts", at)), accepted, tuple(_int_list(step, "emitted", at)))
         )
     chunk_ends = _int_list(message, "prefill_chunk_ends", where) if "prefill_chunk_ends" in message else []
-    return DecodeResult(tuple(tokens), tuple(steps), finish, tuple(chunk_ends))
+    return DecodeResult(tuple(tokens), tuple(steps), finish, tuple(chunk_ends), _pairings(message, where))
+
+
+def _pairings(message: Mapping, where: str) -> tuple:
+    raw = message.get("hidden_pairings", [])
+    well_formed = isinstance(raw, list) and all(
+        isinstance(p, Mapping)
+        and isinstance(p.get("step"), int)
+        and isinstance(p.get("position"), int)
+        and (p.get("hidden") is None or isinstance(p.get("hidden"), list))
+        for p in raw
+    )
+    if not well_formed:
+        raise EngineProtocolError(f"{where}: hidden_pairings must be a list of {{step, position, hidden}} objects")
+    return hidden_pairings_from_records(raw)
 
 
 def _int_list(message: Mapping, field: str, where: str) -> list[int]:

@@ -105,6 +105,9 @@ class Pass:
     accepted: int = 0
     emitted: list[int] = field(default_factory=list)
     restored: bool = False  # a hybrid model's rejection: state restored, the accepted tokens replayed next
+    # (position, hidden state) of the first token of each batch the MTP drafter took in since the pass before, as
+    # llama.cpp paired them (an instrumented build's record; empty from the log)
+    pairings: list[tuple[int, list[float]]] = field(default_factory=list)
 
 
 @dataclass
@@ -198,7 +201,17 @@ def recorded_task(verbose: dict, index: int) -> Task:
             "instrumentation, so its forced drafts were not applied either"
         )
     fields = ("drafts", "accepted", "emitted", "restored")
-    return Task(-1, [Pass(**{name: record[name] for name in fields}) for record in passes], released=True)
+    return Task(
+        -1,
+        [
+            Pass(
+                **{name: record[name] for name in fields},
+                pairings=[(int(pair["pos"]), [float(x) for x in pair["h"]]) for pair in record.get("pairings", [])],
+            )
+            for record in passes
+        ],
+        released=True,
+    )
 
 
 def parse_log(lines: Iterable[str]) -> dict[int, list[Task]]:
@@ -210,23 +223,63 @@ def parse_log(lines: Iterable[str]) -> dict[int, list[Task]]:
 
 
 def steps_of(task: Task) -> list[dict]:
-    """The contract's verification steps (wire form) of a task. A restored pass (hybrid rollback) is the pass
-    that drafted: it committed its accepted drafts and the target's token, which llama.cpp emits in the replay
-    that follows; the replay's one further token is a pass without drafts."""
-    steps, start, passes = [], 0, list(task.passes)
+    """The contract's verification steps (wire form) of a task."""
+    return [step for step, _ in _steps_and_passes(task)]
+
+
+def _steps_and_passes(task: Task) -> list[tuple[dict, int]]:
+    """Each verification step (wire form) of a task with the index of the pass that drafted it. A restored pass
+    (hybrid rollback) is the pass that drafted: it committed its accepted drafts and the target's token, which
+    llama.cpp emits in the replay that follows; the replay's one further token is a pass without drafts."""
+    steps, start = [], 0
+    passes = [(index, p) for index, p in enumerate(task.passes)]
     while passes:
-        current = passes.pop(0)
+        index, current = passes.pop(0)
         emitted = current.emitted
         if current.restored:
-            replay = passes.pop(0) if passes else Pass()
+            replay_index, replay = passes.pop(0) if passes else (index + 1, Pass())
             emitted = replay.emitted[: current.accepted + 1]
             if replay.emitted[current.accepted + 1 :]:
-                passes.insert(0, Pass(emitted=replay.emitted[current.accepted + 1 :]))
+                passes.insert(0, (replay_index, Pass(emitted=replay.emitted[current.accepted + 1 :])))
         if not emitted and not current.restored:
             continue  # a pass whose slot stopped before it emitted (no such pass commits anything)
-        steps.append({"start": start, "drafts": current.drafts, "accepted": current.accepted, "emitted": emitted})
+        steps.append(
+            ({"start": start, "drafts": current.drafts, "accepted": current.accepted, "emitted": emitted}, index)
+        )
         start += len(emitted)
     return steps
+
+
+def hidden_pairings(task: Task, inherited: dict[int, list[float]]) -> tuple[list[dict], dict[int, list[float]]]:
+    """The MTP drafter's pairings of a task (wire form, DecodeResult.hidden_pairings), and the pairings its slot's
+    MTP cache holds after it that are not the target's own (what the slot's next task inherits with a cached prefix).
+
+    llama.cpp pairs the first token of each batch it takes in (at position p) with the state it kept from the
+    sequence's last batch (`pending_h`); every other token with the target's hidden state at p - 1 from the same
+    batch. That kept state is the target's at p - 1 except where a finding says it is stale: the task's first batch
+    (zeros on a fresh slot, the slot's previous task's last state after that) and, on a hybrid, the replay after a
+    restored rejection (the last rejected draft's state). Those pairings carry llama.cpp's state; the others carry
+    none (`hidden` null: the target's own at p - 1, the only state a correct engine can pair there). `inherited`: the
+    slot's stale pairings from its previous task, which a cached prefix below the task's first position keeps.
+    Each pairing names the step whose drafts came after it (the pass it preceded drafted after it)."""
+    steps = _steps_and_passes(task)
+    drafted_at = [index for _, index in steps]
+    events: list[dict] = []
+    first = task.passes[0].pairings[0][0] if task.passes and task.passes[0].pairings else 0
+    for position in sorted(p for p in inherited if p < first):
+        events.append({"step": 0, "position": position, "hidden": inherited[position]})
+    for index, current in enumerate(task.passes):
+        step = next((s for s, at in enumerate(drafted_at) if at > index), len(steps))
+        replay = index > 0 and task.passes[index - 1].restored
+        for number, (position, hidden) in enumerate(current.pairings):
+            stale = number == 0 and (index == 0 or replay)
+            events.append({"step": step, "position": position, "hidden": hidden if stale else None})
+    kept: dict[int, list[float]] = {}
+    for event in events:  # a batch from position p rewrites the MTP cache from p on
+        kept = {p: h for p, h in kept.items() if p < event["position"]}
+        if event["hidden"] is not None:
+            kept[event["position"]] = event["hidden"]
+    return events, kept
 
 
 class LogPipe:
@@ -301,6 +354,9 @@ class Engine:
         if config.get("n_batch"):  # prompts processed in batches of this many tokens
             params.n_batch = params.n_ubatch = int(config["n_batch"])
         self.server_queue = bool(config.get("server_queue", False))  # requests wait in the server's own queue
+        # under prompt caching, each finished task's tokens and the stale pairings its MTP cache held at its end
+        # (hidden_pairings' second value): what a later task that reuses a prefix of those tokens starts from
+        self.cached_states: list[tuple[int, tuple[int, ...], dict[int, list[float]]]] = []  # (slot, tokens, pairings)
         params.ctx_shift = bool(config.get("ctx_shift", False))  # a full slot discards its older half and goes on
         self.evidence: collections.Counter[str] = collections.Counter()
         params.verbosity = 5  # the per-pass lines (parse_log)
@@ -391,6 +447,24 @@ class Engine:
         self.log.take({0: sum(len(p) for p in prompts)}, LOG_WAIT_SECONDS)
         return out
 
+    def _cached_prefix_pairings(self, prompt: tuple[int, ...], slot: int, first: int) -> dict[int, list[float]]:
+        """The stale pairings of the cached state a task whose first batch starts at `first` started from. llama.cpp
+        keeps the slot's own state where it shares enough of the prompt, or else restores from its RAM prompt cache
+        the saved state that keeps the most of it (tools/server/server-context.cpp get_available_slot,
+        server-task.cpp server_prompt_cache::load); either holds the tokens of a task that ran before: the slot's last
+        task when it holds the reused prefix, else the latest task that shares the longest prefix with the prompt."""
+
+        def shared(tokens: tuple[int, ...]) -> int:
+            different = (i for i, (a, b) in enumerate(zip(tokens, prompt, strict=False)) if a != b)
+            return next(different, min(len(tokens), len(prompt)))
+
+        own = [i for i, (on, _, _) in enumerate(self.cached_states) if on == slot]
+        if own and shared(self.cached_states[own[-1]][1]) >= first:
+            return self.cached_states[own[-1]][2]
+        order = range(len(self.cached_states))
+        best = max(order, key=lambda i: (shared(self.cached_states[i][1]), i), default=None)
+        return {} if best is None else self.cached_states[best][2]
+
     def _result(self, request: dict, response: dict, tasks: dict[int, list[Task]], index: int, slot: int) -> dict:
         """The request's result, with its passes from the log's tasks left on its slot (the task is used up): pinned
         requests ran in order on their slot, the first task left is theirs; under the server's queue, the first task
@@ -410,8 +484,15 @@ class Engine:
         finish = FINISH_REASONS.get(verbose.get("stop_type"))
         if finish is None:
             raise RuntimeError(f"request {index}: llama.cpp stopped with {verbose.get('stop_type')!r}")
+        result: dict = {}
         if self.instrumented:
             task = recorded_task(verbose, index)
+            prompt = tuple(request["prompt_ids"])
+            first = task.passes[0].pairings[0][0] if task.passes and task.passes[0].pairings else 0
+            inherited = self._cached_prefix_pairings(prompt, slot, first) if self.cache_prompt and first else {}
+            result["hidden_pairings"], left = hidden_pairings(task, inherited)
+            if self.cache_prompt:
+                self.cached_states.append((slot, (*prompt, *tokens), left))
         steps = steps_of(task)
         logged = [token for step in steps for token in step["emitted"]]
         if logged != tokens:
@@ -420,7 +501,7 @@ class Engine:
                 f"request {index} (slot {slot}, task {task.task}): {source} emit {logged}, the completion holds "
                 f"{tokens}"
             )
-        return {"token_ids": tokens, "finish_reason": finish, "steps": steps}
+        return {"token_ids": tokens, "finish_reason": finish, "steps": steps, **result}
 
 
 def main() -> None:
