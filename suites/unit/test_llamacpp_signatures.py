@@ -6,7 +6,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from harness.subjects.engines.findings import FailedCase
-from harness.subjects.engines.llamacpp.signatures import cut_short_at_the_context_end, only_the_drafts_differ
+from harness.subjects.engines.llamacpp.signatures import cut_short_at_the_context_end
 
 MODEL = SimpleNamespace(max_context=256)
 
@@ -46,26 +46,6 @@ def steps(tokens, drafts):
         {"start": i, "drafts": [d], "accepted": 0, "emitted": [t]}
         for i, (t, d) in enumerate(zip(tokens, drafts, strict=True))
     ]
-
-
-def test_two_decodes_that_differ_in_their_drafts_only_are_the_stale_hidden_state_finding():
-    same = {
-        "prompt_id": "p",
-        "num_draft_tokens": 1,
-        "steps": steps([5, 6], [1, 2]),
-        "other_steps": steps([5, 6], [1, 3]),
-    }
-    other = {**same, "other_steps": steps([5, 7], [1, 2])}
-    assert only_the_drafts_differ(case(passes=same))
-    assert not only_the_drafts_differ(case(passes=other))
-    assert only_the_drafts_differ(case(isolation={"alone": [1, 2], "in_batch": [1, 2]}))
-    assert not only_the_drafts_differ(case(isolation={"alone": [1, 2], "in_batch": [1, 3]}))
-
-
-def test_draft_conformance_is_explained_only_while_most_passes_conform():
-    mismatches = [{"request": 0, "start": i, "drafts": [1], "expected": [2]} for i in range(10)]
-    assert only_the_drafts_differ(case(conformance={"passes": 400, "mismatches": mismatches}))
-    assert not only_the_drafts_differ(case(conformance={"passes": 20, "mismatches": mismatches}))
 
 
 # the passes llama.cpp made for long-01 (a 232-token prompt, max_new_tokens 24) at k = 4 with every position's draft

@@ -1,11 +1,12 @@
 """Bugs the suites found in llama.cpp (write-ups in docs/findings/), with the tests each one fails and the signature
 that tells its failure from another bug's (harness/subjects/engines/llamacpp/signatures.py).
 
-Both are watched as `may_fail`: whether a case shows them depends on the drafts, and llama.cpp's drafts depend on
-what its slot decoded before (the second finding), which changes with the order pytest-xdist gives the tests. A
-watched case that fails must be explained by a signature; one that passes is not taken for a fix. llama.cpp is a
-compiled engine: no fix can be applied inside its process (--engine-fixes has nothing to apply), so the record is
-all a signature reads, and each finding says what its signature cannot tell apart."""
+They are watched as `may_fail`, each for the reason written beside it: whether a case shows them depends on the
+drafts, and llama.cpp's drafts depend on the state its slot kept from what it decoded before (the second finding),
+which the order pytest-xdist gives the tests decides. A watched case that fails must be explained by a signature,
+which predicts from the case's record what the bug produces there (the stale state's drafts from the pairings the
+instrumented build reports); one that passes is not taken for a fix. Each fix is a patch built into llama.cpp's source
+(`--engine-fixes`), and the runs beneath them judge what the findings would mask."""
 
 from __future__ import annotations
 
@@ -61,6 +62,9 @@ FIRST_TOKEN_PAIRED_WITH_A_STALE_HIDDEN_STATE = Finding(
     versions=(FOUND_IN,),
     flavours=("cpu",),
     failing={},
+    # may fail, not fail: a phantom entry moves a draft only where two candidates are close, and the state it pairs
+    # with (zeros on a fresh slot, the previous task's last state) depends on which tests ran on the slot before; the
+    # signature predicts each pass's drafts from the state llama.cpp reports, so what it explains is exact
     may_fail={
         "*": (
             f"{BATCH_ALONE}[*]",
@@ -73,10 +77,11 @@ FIRST_TOKEN_PAIRED_WITH_A_STALE_HIDDEN_STATE = Finding(
             QUEUED,
         )
     },
-    signature="greedy and seeded tokens unchanged; two decodes of one request differ in their drafts only, or the "
-    "drafts differ from the checkpoint's MTP computation in at most a quarter of the passes. Another drafting bug of "
-    "that size would look the same in a draft-conformance record",
-    explains=signatures.only_the_drafts_differ,
+    signature="greedy and seeded tokens unchanged, and every drafted pass of the decodes involved drafted exactly what "
+    "the checkpoint's MTP layer computes with the stale pairings the instrumented build reports (a task's first "
+    "batch, a hybrid's replay) and the target's own hidden state elsewhere; with sampled drafts, equal tokens and "
+    "stale pairings that differ between the two decodes. Without reported pairings (the wheel) nothing is explained",
+    explains=signatures.drafts_as_the_stale_pairings_predict,
 )
 
 DRAFTS_PAST_THE_SLOTS_LIMIT = Finding(

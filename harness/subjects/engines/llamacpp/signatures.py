@@ -4,11 +4,10 @@
 - accepted tokens dropped at the context end: an output that is a proper prefix of what it should be, ending
   within k + 1 tokens of the context (prompt + output + k + 1 >= the model's context), where the request asked
   for no more than fits. Nothing else (a wrong token, an early stop away from the context end) is explained;
-- the first prompt token paired with a hidden state that does not exist: greedy tokens unchanged and only the
-  drafts different, between two decodes of one request (alone and in a batch) or against the checkpoint's MTP
-  computation. A draft-conformance record cannot tell this from another drafting bug of the same size: the
-  signature accepts mismatches in at most MISMATCH_SHARE of the passes (a drafter that is wholly wrong is not
-  explained), and the finding says so;
+- the first prompt token paired with a hidden state that does not exist: greedy tokens unchanged, and the drafts
+  predicted pass by pass: the checkpoint's MTP computation with the stale pairings the instrumented build reports
+  (a task's first batch, a hybrid's replay), the target's own hidden state everywhere else. Another drafting bug
+  changes some pass's drafts away from that prediction and is not explained;
 - drafts lost to a slot drafting past its context end: a forced-rejection case with the right tokens whose passes
   drafted fewer than planned, no more of them than the other requests of its batch have draft steps past their
   context end (draft_steps_past_the_context_end, from their prompt lengths, max_new_tokens and k).
@@ -17,13 +16,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.subjects.engines.findings import FailedCase
 
-# Drafts of the first prompt token's phantom entry differ from the checkpoint's in 1% (tiny-glm4-moe, k = 1) to
-# 18% (tiny-qwen3-next, k = 3) of the passes measured on 2026-12-01; a broken drafter mismatches most passes.
-MISMATCH_SHARE = 0.25
+if TYPE_CHECKING:
+    from harness.models.loading import ModelBundle
 
 
 def _tokens(steps: Sequence[Mapping[str, Any]]) -> list[int]:
@@ -34,12 +32,16 @@ def _is_proper_prefix(short: Sequence[int], long: Sequence[int]) -> bool:
     return len(short) < len(long) and list(long[: len(short)]) == list(short)
 
 
-def _prompt_length(case: FailedCase, prompt_id: str) -> int:
+def _prompt_ids(case: FailedCase, prompt_id: str) -> list[int]:
     from harness.models.prompts import load_prompts
 
     bundle = case.model()
     prompt = next(p for p in load_prompts() if p.id == prompt_id)
-    return len(prompt.encode(bundle.tokenizer))
+    return list(prompt.encode(bundle.tokenizer))
+
+
+def _prompt_length(case: FailedCase, prompt_id: str) -> int:
+    return len(_prompt_ids(case, prompt_id))
 
 
 def _at_the_context_end(case: FailedCase, prompt_length: int, output_length: int, k: int) -> bool:
@@ -69,22 +71,76 @@ def cut_short_at_the_context_end(case: FailedCase) -> bool:
     return False
 
 
-def only_the_drafts_differ(case: FailedCase) -> bool:
-    """Two decodes of one request with the same tokens and finish but other drafts (batch against alone, a
-    seeded request in and out of its batch), or draft-conformance mismatches in at most MISMATCH_SHARE of the
-    passes; never a changed token."""
+def _predicted(
+    bundle: ModelBundle, sequence_ids: Sequence[int], steps: Sequence[Mapping], pairings: Sequence[Mapping]
+) -> bool:
+    """Every drafted pass of one decode drafted what the MTP layer computes with the stale pairings the engine
+    reported (harness/checks/paired_drafts.py), and the decode reported pairings to predict from (a build without
+    the instrumentation reports none: nothing is predicted)."""
+    from harness.checks.paired_drafts import paired_drafts, pairings_in_force, target_hidden_states
+    from harness.contract.records import hidden_pairings_from_records
+
+    if not pairings:
+        return False
+    reported = hidden_pairings_from_records(pairings)
+    proposer = bundle.with_depths(1)  # llama.cpp's one NextN layer, reused for the later draft steps
+    hidden = target_hidden_states(proposer, sequence_ids)
+    prompt_length = len(sequence_ids) - sum(len(step["emitted"]) for step in steps)
+    for index, step in enumerate(steps):
+        if not step["drafts"]:
+            continue
+        length = prompt_length + int(step["start"])
+        paired = pairings_in_force(reported, index)
+        if list(paired_drafts(proposer, sequence_ids, hidden, length, len(step["drafts"]), paired)) != list(
+            step["drafts"]
+        ):
+            return False
+    return True
+
+
+def _stale(pairings: Sequence[Mapping]) -> list[tuple[int, tuple[float, ...]]]:
+    return [(int(p["position"]), tuple(p["hidden"])) for p in pairings if p["hidden"] is not None]
+
+
+def drafts_as_the_stale_pairings_predict(case: FailedCase) -> bool:
+    """Greedy and seeded tokens unchanged, and every drafted pass of the decodes the failure names drafted exactly
+    what the checkpoint's MTP layer computes with the pairings llama.cpp reported where its kept state can be stale
+    (a task's first batch, a hybrid's replay after a restored rejection: server.py hidden_pairings), the target's own
+    hidden state everywhere else: draft conformance's involved requests, the two decodes of batch against alone, and
+    the two decodes of RNG isolation with greedy drafts. With sampled drafts (RNG isolation, draft_mode "sample")
+    llama.cpp's draft sampler is not modelled: the two decodes' tokens must be equal and their stale pairings differ,
+    the only way this finding makes their drafts differ. Nothing is predicted without reported pairings."""
     divergence = case.records.get("divergence")
     if divergence and not divergence.get("near_tie"):
         return False
-    passes = case.records.get("passes")
-    if passes and passes.get("other_steps") is not None:
-        return _tokens(passes["steps"]) == _tokens(passes["other_steps"])
-    isolation = case.records.get("isolation")
-    if isolation:
-        return isolation["alone"] == isolation["in_batch"]
+    bundle = case.model()
     conformance = case.records.get("conformance")
     if conformance:
-        return 0 < len(conformance["mismatches"]) <= MISMATCH_SHARE * conformance["passes"]
+        requests = conformance["requests"]
+        return bool(conformance["mismatches"]) and all(
+            _predicted(bundle, [*r["prompt_ids"], *r["token_ids"]], r["steps"], r.get("hidden_pairings", []))
+            for r in requests
+        )
+    passes = case.records.get("passes")
+    if passes and passes.get("other_steps") is not None:
+        ours, theirs = _tokens(passes["steps"]), _tokens(passes["other_steps"])
+        if ours != theirs:
+            return False
+        prompt = _prompt_ids(case, passes["prompt_id"])
+        return _predicted(bundle, [*prompt, *ours], passes["steps"], passes.get("hidden_pairings", [])) and _predicted(
+            bundle, [*prompt, *theirs], passes["other_steps"], passes.get("other_hidden_pairings", [])
+        )
+    isolation = case.records.get("isolation")
+    if isolation:
+        if isolation["alone"] != isolation["in_batch"] or "alone_steps" not in isolation:
+            return False
+        alone, in_batch = isolation.get("alone_hidden_pairings", []), isolation.get("in_batch_hidden_pairings", [])
+        if isolation["request"].get("draft_mode") == "sample":
+            return bool(alone) and bool(in_batch) and _stale(alone) != _stale(in_batch)
+        sequence = [*isolation["request"]["prompt_ids"], *isolation["alone"]]
+        return _predicted(bundle, sequence, isolation["alone_steps"], alone) and _predicted(
+            bundle, sequence, isolation["in_batch_steps"], in_batch
+        )
     return False
 
 
