@@ -4,7 +4,7 @@ environment of its own beside the wheel's.
 Every build carries the harness's instrumentation (patches/instrumentation.patch, compiled in): a request may name
 forced drafts (`harness_forced_drafts`: output position -> token; the MTP drafter proposes that token there and drafts
 on from it) and ask for its verification passes (`harness_passes`: drafts verified, accepted count, emitted tokens,
-checkpoint restores, in the final response). A request that asks for neither runs the code as shipped: the patch adds
+checkpoint restores, and the MTP drafter's pairings of each batch's first token, in the final response). A request that asks for neither runs the code as shipped: the patch adds
 branches taken only for those fields (suites/unit/test_llamacpp_build.py compares the build with the wheel on every
 unforced greedy case). After it come the fixes of findings (--engine-fixes) and a user's own patches (--engine-patch),
 in that order.
