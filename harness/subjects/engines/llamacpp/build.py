@@ -4,9 +4,10 @@ environment of its own beside the wheel's.
 Every build carries the harness's instrumentation (patches/instrumentation.patch, compiled in): a request may name
 forced drafts (`harness_forced_drafts`: output position -> token; the MTP drafter proposes that token there and drafts
 on from it) and ask for its verification passes (`harness_passes`: drafts verified, accepted count, emitted tokens,
-checkpoint restores, and the MTP drafter's pairings of each batch's first token, in the final response). A request that asks for neither runs the code as shipped: the patch adds
-branches taken only for those fields (suites/unit/test_llamacpp_build.py compares the build with the wheel on every
-unforced greedy case). After it come the fixes of findings (--engine-fixes) and a user's own patches (--engine-patch),
+checkpoint restores, and the MTP drafter's pairings of each batch's first token, in the final response). A request
+that asks for neither runs the code as shipped: the patch adds branches taken only for those fields, and a record the
+engine never reads (suites/unit/test_llamacpp_build.py compares the build with the wheel on every unforced greedy
+case). After it come the fixes of findings (--engine-fixes) and a user's own patches (--engine-patch),
 in that order.
 
 Where builds live: the source tree once per version in $MTP_HARNESS_BUILDS (default ~/.cache/mtp-harness/builds), kept

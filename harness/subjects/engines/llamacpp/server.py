@@ -260,7 +260,8 @@ def hidden_pairings(task: Task, inherited: dict[int, list[float]]) -> tuple[list
     (zeros on a fresh slot, the slot's previous task's last state after that) and, on a hybrid, the replay after a
     restored rejection (the last rejected draft's state). Those pairings carry llama.cpp's state; the others carry
     none (`hidden` null: the target's own at p - 1, the only state a correct engine can pair there). `inherited`: the
-    slot's stale pairings from its previous task, which a cached prefix below the task's first position keeps.
+    stale pairings of the cached state the task starts from (Engine._cached_prefix_pairings), which a cached prefix
+    below the task's first position keeps.
     Each pairing names the step whose drafts came after it (the pass it preceded drafted after it)."""
     steps = _steps_and_passes(task)
     drafted_at = [index for _, index in steps]
