@@ -232,7 +232,7 @@ def _steps_and_passes(task: Task) -> list[tuple[dict, int]]:
     (hybrid rollback) is the pass that drafted: it committed its accepted drafts and the target's token, which
     llama.cpp emits in the replay that follows; the replay's one further token is a pass without drafts."""
     steps, start = [], 0
-    passes = [(index, p) for index, p in enumerate(task.passes)]
+    passes = list(enumerate(task.passes))
     while passes:
         index, current = passes.pop(0)
         emitted = current.emitted
@@ -248,6 +248,11 @@ def _steps_and_passes(task: Task) -> list[tuple[dict, int]]:
         )
         start += len(emitted)
     return steps
+
+
+def first_position(task: Task) -> int:
+    """The position of the task's first batch: where its prompt's processing began (0 without a cached prefix)."""
+    return task.passes[0].pairings[0][0] if task.passes and task.passes[0].pairings else 0
 
 
 def hidden_pairings(task: Task, inherited: dict[int, list[float]]) -> tuple[list[dict], dict[int, list[float]]]:
@@ -266,7 +271,7 @@ def hidden_pairings(task: Task, inherited: dict[int, list[float]]) -> tuple[list
     steps = _steps_and_passes(task)
     drafted_at = [index for _, index in steps]
     events: list[dict] = []
-    first = task.passes[0].pairings[0][0] if task.passes and task.passes[0].pairings else 0
+    first = first_position(task)
     for position in sorted(p for p in inherited if p < first):
         events.append({"step": 0, "position": position, "hidden": inherited[position]})
     for index, current in enumerate(task.passes):
@@ -489,7 +494,7 @@ class Engine:
         if self.instrumented:
             task = recorded_task(verbose, index)
             prompt = tuple(request["prompt_ids"])
-            first = task.passes[0].pairings[0][0] if task.passes and task.passes[0].pairings else 0
+            first = first_position(task)
             inherited = self._cached_prefix_pairings(prompt, slot, first) if self.cache_prompt and first else {}
             result["hidden_pairings"], left = hidden_pairings(task, inherited)
             if self.cache_prompt:
