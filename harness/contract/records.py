@@ -271,6 +271,8 @@ class SpeculationRecord(TypedDict):
     request: RequestRecord
     without: list[int]
     speculative: list[int]
+    speculative_steps: NotRequired[list[StepRecord]]  # the passes of the speculative decode
+    more: NotRequired[list["SpeculationRecord"]]  # every other request of the case that changed, the same way
 
 
 class ConfigurationEvidenceRecord(TypedDict):

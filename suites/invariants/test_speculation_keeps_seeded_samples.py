@@ -24,7 +24,7 @@ import pytest
 import torch
 
 from harness.contract.decoder import DecodeRequest, SamplingConfig
-from harness.contract.records import SpeculationRecord, attach_record, request_record
+from harness.contract.records import SpeculationRecord, attach_record, request_record, step_records
 from harness.contract.seeds import session_shifted
 from harness.decoding.sampling import process_logits
 from harness.models.teacher_forcing import target_forward
@@ -86,13 +86,16 @@ def test_a_seeded_sample_is_the_same_with_and_without_speculation(
     record_property("boundary_near_ties", str(near_ties))
     differ += near_ties[NEAR_TIE_CAP:]  # past the cap, a near-tie is no excuse
     if differ:
-        first = differ[0]
-        record = SpeculationRecord(
-            request=request_record(requests[first]),
-            without=list(without[first].token_ids),
-            speculative=list(speculative[first].token_ids),
+        first, *others = (
+            SpeculationRecord(
+                request=request_record(requests[i]),
+                without=list(without[i].token_ids),
+                speculative=list(speculative[i].token_ids),
+                speculative_steps=step_records(speculative[i].steps),
+            )
+            for i in differ
         )
-        attach_record(record_property, "speculation", record)
+        attach_record(record_property, "speculation", SpeculationRecord(**first, more=others) if others else first)
     assert not differ, (
         f"{len(differ)} of {len(requests)} seeded requests changed with speculation ({len(near_ties)} at a boundary "
         f"near-tie, {NEAR_TIE_CAP} excused at most); request {differ[0]}: without "

@@ -6,39 +6,98 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from harness.subjects.engines.findings import FailedCase
-from harness.subjects.engines.llamacpp.signatures import cut_short_at_the_context_end
+from harness.subjects.engines.llamacpp.signatures import context_end_cut, cut_short_at_the_context_end
 
-MODEL = SimpleNamespace(max_context=256)
-
-
-def case(**records):
-    return FailedCase("suites/x.py::t", "AssertionError", records, ("slug",), lambda: MODEL)
+MODEL = SimpleNamespace(max_context=256, is_hybrid=False)
+HYBRID = SimpleNamespace(max_context=256, is_hybrid=True)
 
 
-def divergence(prompt_length, index, actual, k=2):
-    return {"index": index, "actual_token": actual, "num_draft_tokens": k, "prompt_ids": [1] * prompt_length}
+def case(model=MODEL, **records):
+    return FailedCase("suites/x.py::t", "AssertionError", records, ("slug",), lambda: model)
 
 
-def test_an_output_that_ends_early_at_the_context_end_is_the_dropped_tokens_finding():
-    assert cut_short_at_the_context_end(case(divergence=divergence(232, 23, None)))
-    assert not cut_short_at_the_context_end(case(divergence=divergence(100, 23, None)))  # far from the end
-    assert not cut_short_at_the_context_end(case(divergence=divergence(232, 23, 42)))  # a changed token
+def passes(accepted, cut=True):
+    """Passes emitting accepted + 1 tokens each, the last one cut to one token where `cut` (llama.cpp's stop)."""
+    steps, start = [], 0
+    for a in accepted:
+        steps.append({"start": start, "drafts": [5] * max(a, 1), "accepted": a, "emitted": [7] * (a + 1)})
+        start += a + 1
+    if cut:
+        steps[-1]["emitted"] = [7]
+    return steps
 
 
-def test_a_speculative_sample_cut_short_at_the_context_end_is_the_dropped_tokens_finding():
-    request = {"prompt_ids": [1] * 232, "num_draft_tokens": 3}
+# tiny-glm4-moe, long-01 (232 + 24 tokens of 256) at k = 1, every draft accepted: the pass at 22 accepts its draft,
+# 232 + 22 + 1 + 1 = 256 reaches the context end, and llama.cpp emits the draft alone (as measured 2026-12-04)
+EVERY_DRAFT_ACCEPTED = passes([1] * 12)
+
+
+def divergence(prompt_length, steps, actual=None, reference_length=24):
+    emitted = [t for step in steps for t in step["emitted"]]
+    reference = [*emitted, *[8] * (reference_length - len(emitted))]
+    index = len(emitted)
+    return {
+        "index": index,
+        "actual_token": actual,
+        "num_draft_tokens": 1,
+        "prompt_ids": [1] * prompt_length,
+        "actual_tokens": [{"id": t} for t in (emitted if actual is None else [*emitted, actual])],
+        "reference_tokens": [{"id": t} for t in reference],
+        "steps": steps,
+    }
+
+
+def test_the_cut_is_where_llamacpps_context_check_stops_the_first_pass_reaching_the_end():
+    assert context_end_cut(232, EVERY_DRAFT_ACCEPTED, 256) == 23
+    assert context_end_cut(232, passes([0] * 24, cut=False), 256) is None  # the plain stop at the last token
+    assert context_end_cut(100, EVERY_DRAFT_ACCEPTED, 256) is None  # far from the end
+    # a pass that accepts 2 at start 21 (232 + 21 + 2 + 1 = 256) is the one cut: 22 tokens
+    assert context_end_cut(232, passes([2] * 7 + [2]), 256) == 22
+
+
+def test_an_output_cut_where_llamacpp_cuts_it_is_the_dropped_tokens_finding():
+    assert cut_short_at_the_context_end(case(divergence=divergence(232, EVERY_DRAFT_ACCEPTED)))
+    # near misses: a changed token; a cut one pass early; a last pass that accepted nothing (no cut predicted); far
+    # from the end; no passes recorded
+    changed = divergence(232, EVERY_DRAFT_ACCEPTED[:-1], actual=42)
+    assert not cut_short_at_the_context_end(case(divergence=changed))
+    early = [*EVERY_DRAFT_ACCEPTED[:-2], {**EVERY_DRAFT_ACCEPTED[-2], "emitted": [7]}]
+    assert not cut_short_at_the_context_end(case(divergence=divergence(232, early)))
+    nothing_accepted = [*EVERY_DRAFT_ACCEPTED[:-1], {**EVERY_DRAFT_ACCEPTED[-1], "accepted": 0}]
+    assert not cut_short_at_the_context_end(case(divergence=divergence(232, nothing_accepted)))
+    assert not cut_short_at_the_context_end(case(divergence=divergence(100, EVERY_DRAFT_ACCEPTED)))
+    unrecorded = {**divergence(232, EVERY_DRAFT_ACCEPTED), "steps": None}
+    assert not cut_short_at_the_context_end(case(divergence=unrecorded))
+
+
+# tiny-qwen3-next (a hybrid), long-02 (247 + 9 tokens of 256) at k = 1 with every draft rejected: each rejection
+# restores the checkpoint and the next batch replays the target's token; the pass at 7 replays one token and would
+# append it (247 + 7 + 1 + 1 = 256), so llama.cpp emits its first token alone (the run of 2026-12-04)
+EVERY_DRAFT_REJECTED = [{"start": s, "drafts": [5] if s % 2 else [], "accepted": 0, "emitted": [7]} for s in range(8)]
+
+
+def test_on_a_hybrid_the_replay_after_a_restored_rejection_is_cut_where_it_reaches_the_end():
+    assert context_end_cut(247, EVERY_DRAFT_REJECTED, 256, replays=True) == 8
+    assert context_end_cut(247, EVERY_DRAFT_REJECTED, 256) is None  # no replay: the plain stop after 9 tokens
+    hybrid = divergence(247, EVERY_DRAFT_REJECTED, reference_length=9)
+    assert cut_short_at_the_context_end(case(HYBRID, divergence=hybrid))
+    assert not cut_short_at_the_context_end(case(MODEL, divergence=hybrid))
+
+
+def test_every_seeded_sample_cut_where_llamacpp_cuts_it_is_the_dropped_tokens_finding():
+    request = {"prompt_ids": [1] * 232, "num_draft_tokens": 1}
     without = list(range(24))
-    assert cut_short_at_the_context_end(
-        case(speculation={"request": request, "without": without, "speculative": without[:23]})
-    )
+    cut = {"request": request, "without": without, "speculative": without[:23]}
+    cut["speculative_steps"] = EVERY_DRAFT_ACCEPTED
+    assert cut_short_at_the_context_end(case(speculation=cut))
+    assert cut_short_at_the_context_end(case(speculation={**cut, "more": [cut]}))
+    # near misses: a changed token; a second request cut one token early; no passes recorded
     changed = [*without[:22], 99]
-    assert not cut_short_at_the_context_end(
-        case(speculation={"request": request, "without": without, "speculative": changed})
-    )
-    early = {"prompt_ids": [1] * 100, "num_draft_tokens": 3}
-    assert not cut_short_at_the_context_end(
-        case(speculation={"request": early, "without": without, "speculative": without[:23]})
-    )
+    assert not cut_short_at_the_context_end(case(speculation={**cut, "speculative": changed}))
+    one_early = {**cut, "speculative": without[:22]}
+    assert not cut_short_at_the_context_end(case(speculation={**cut, "more": [one_early]}))
+    unrecorded = {key: value for key, value in cut.items() if key != "speculative_steps"}
+    assert not cut_short_at_the_context_end(case(speculation=unrecorded))
 
 
 def steps(tokens, drafts):

@@ -47,8 +47,9 @@ ACCEPTED_TOKENS_DROPPED_AT_THE_CONTEXT_END = Finding(
             f"{RANDOM_REJECTIONS}[*]",
         )
     },
-    signature="an output that is a proper prefix of the right one (finish 'length'), ending within k + 1 tokens of "
-    "the context end, for a request whose prompt and max_new_tokens fit the context; no changed token",
+    signature="an output that is a proper prefix of the right one (finish 'length'), exactly as long as llama.cpp's "
+    "context check cuts it given the decode's passes: the first pass whose accepted (or, on a hybrid, replayed) "
+    "tokens reach the last position emits one token; no changed token",
     explains=signatures.cut_short_at_the_context_end,
 )
 

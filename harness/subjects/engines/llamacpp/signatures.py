@@ -1,9 +1,10 @@
 """What each llama.cpp finding's failure looks like: predicates over a failed case's records and message
 (harness/subjects/engines/findings.py FailedCase). A failure the predicate of no watching finding accepts is a failure.
 
-- accepted tokens dropped at the context end: an output that is a proper prefix of what it should be, ending
-  within k + 1 tokens of the context (prompt + output + k + 1 >= the model's context), where the request asked
-  for no more than fits. Nothing else (a wrong token, an early stop away from the context end) is explained;
+- accepted tokens dropped at the context end: an output that is a proper prefix of what it should be, exactly as
+  long as llama.cpp's context check cuts it given the decode's own passes (context_end_cut: the first pass whose
+  accepted drafts, or a hybrid's replayed tokens, reach the last position emits one token). Nothing else (a wrong
+  token, a cut one token away from the predicted one, an early stop away from the context end) is explained;
 - the first prompt token paired with a hidden state that does not exist: greedy tokens unchanged, and the drafts
   predicted pass by pass: the checkpoint's MTP computation with the stale pairings the instrumented build reports
   (a task's first batch, a hybrid's replay), the target's own hidden state everywhere else. Another drafting bug
@@ -44,30 +45,68 @@ def _prompt_length(case: FailedCase, prompt_id: str) -> int:
     return len(_prompt_ids(case, prompt_id))
 
 
-def _at_the_context_end(case: FailedCase, prompt_length: int, output_length: int, k: int) -> bool:
-    return prompt_length + output_length + k + 1 >= case.model().max_context
+def context_end_cut(
+    prompt_length: int, steps: Sequence[Mapping[str, Any]], context: int, replays: bool = False
+) -> int | None:
+    """How many tokens llama.cpp's server emits for a speculative request whose passes reach the context end early,
+    read from those passes; None where no pass is cut.
+
+    After verifying a pass that starts with `start` tokens emitted and accepts `a` drafts, the server appends the a
+    accepted drafts to the slot's prompt (tools/server/server-context.cpp:4499-4500: n_tokens = P + start + a), then
+    emits the pass's tokens one by one. process_token stops the slot at the first of them when n_tokens + 1 >= n_ctx
+    (server-context.cpp:2017), and the loop drops the rest of the pass. On a hybrid (`replays`) a pass that rejects
+    a draft restores its checkpoint and emits nothing (:4445-4462); the next batch replays its a + 1 tokens as
+    drafts, accepts them and the target's next token, and appends a + 1: n_tokens = P + start + a + 1 when the
+    pass's tokens are emitted. The cut, with `held` = the tokens appended beyond P + start:
+
+        the first pass with P + start + held + 1 >= n_ctx emits one token: the output is start + 1 long
+
+    where it holds for held = 0 that is the plain stop at the last token that fits (no cut: None)."""
+    for step in steps:
+        start, accepted = int(step["start"]), int(step["accepted"])
+        held = accepted + (1 if replays and accepted < len(step["drafts"]) else 0)
+        if prompt_length + start + held + 1 >= context:
+            return start + 1 if held >= 1 and prompt_length + start + 1 < context else None
+    return None
+
+
+def _cut_as_predicted(
+    case: FailedCase, prompt_length: int, short: Sequence[int], right: Sequence[int], steps: Sequence[Mapping] | None
+) -> bool:
+    """`short` (decoded in `steps`) is a proper prefix of `right`, exactly as long as context_end_cut predicts."""
+    if steps is None or not _is_proper_prefix(short, right):
+        return False
+    model = case.model()
+    return len(short) == context_end_cut(prompt_length, steps, model.max_context, replays=model.is_hybrid)
 
 
 def cut_short_at_the_context_end(case: FailedCase) -> bool:
-    """The output stops early, a prefix of the right one, within k + 1 tokens of the context end."""
+    """The output stops early, a prefix of the right one, exactly where context_end_cut says llama.cpp's check
+    stops it, from the decode's own passes: the greedy divergence (the output ended where the reference goes on),
+    every seeded request that changed with speculation, or the shorter of two decodes of one request."""
     divergence = case.records.get("divergence")
     if divergence:
-        ended = divergence.get("actual_token") is None  # the output ended where the reference goes on
-        k = int(divergence.get("num_draft_tokens") or 1)
-        return ended and _at_the_context_end(case, len(divergence["prompt_ids"]), int(divergence["index"]), k)
+        if divergence.get("actual_token") is not None:  # a changed token is never this bug
+            return False
+        tokens = [t["id"] for t in divergence.get("actual_tokens") or []]
+        right = [t["id"] for t in divergence.get("reference_tokens") or []]
+        return int(divergence["index"]) == len(tokens) and _cut_as_predicted(
+            case, len(divergence["prompt_ids"]), tokens, right, divergence.get("steps")
+        )
     speculation = case.records.get("speculation")
     if speculation:
-        request, short = speculation["request"], speculation["speculative"]
-        return _is_proper_prefix(short, speculation["without"]) and _at_the_context_end(
-            case, len(request["prompt_ids"]), len(short), int(request["num_draft_tokens"])
+        changed = [speculation, *speculation.get("more", [])]
+        return all(
+            _cut_as_predicted(
+                case, len(r["request"]["prompt_ids"]), r["speculative"], r["without"], r.get("speculative_steps")
+            )
+            for r in changed
         )
     passes = case.records.get("passes")
     if passes and passes.get("other_steps") is not None:
-        ours, theirs = _tokens(passes["steps"]), _tokens(passes["other_steps"])
-        short, long = (ours, theirs) if len(ours) < len(theirs) else (theirs, ours)
-        return _is_proper_prefix(short, long) and _at_the_context_end(
-            case, _prompt_length(case, passes["prompt_id"]), len(short), int(passes["num_draft_tokens"])
-        )
+        decodes = [(_tokens(passes["steps"]), passes["steps"]), (_tokens(passes["other_steps"]), passes["other_steps"])]
+        (short, steps), (right, _) = sorted(decodes, key=lambda decode: len(decode[0]))
+        return _cut_as_predicted(case, _prompt_length(case, passes["prompt_id"]), short, right, steps)
     return False
 
 
