@@ -176,10 +176,23 @@ def build_parser() -> argparse.ArgumentParser:
     nightly.add_argument("-n", "--workers", type=int, default=2, help="pytest-xdist workers / parallel mutants")
     nightly.add_argument("--report-dir", type=Path, default=REPORTS, help="where run directories go")
     engine = commands.add_parser(
-        "engine", help="the environments of out-of-process engines: install one, or show where they are"
+        "engine",
+        help="the environments of out-of-process engines: install one at any release, list, remove, or show one",
     )
-    engine.add_argument("action", choices=["install", "status"], help="install (idempotent) or status")
-    engine.add_argument("name", help="engine name (harness/subjects/engines/registry.py: vllm, llama.cpp)")
+    engine.add_argument(
+        "action",
+        choices=["install", "status", "list", "remove"],
+        help="install (idempotent), status, list (every installed environment) or remove (one, with --version)",
+    )
+    engine.add_argument(
+        "name", nargs="?", help="engine name (harness/subjects/engines/registry.py: vllm, llama.cpp); not for list"
+    )
+    engine.add_argument(
+        "--version",
+        default=None,
+        help="the engine's release (e.g. 0.31.0 for vLLM, 2026.9.11063 for llama.cpp's xllamacpp), each in an "
+        "environment of its own beside the others; default: the pinned one",
+    )
     engine.add_argument(
         "--build",
         action="store_true",
@@ -421,32 +434,69 @@ def bench_decoder(args: argparse.Namespace) -> int:
 
 
 def engine(args: argparse.Namespace) -> int:
-    from harness.subjects.engines.environments import EngineEnvironmentError, default_flavour, install
+    from harness.subjects.engines.environments import EngineEnvironmentError, default_flavour, install, remove
     from harness.subjects.engines.registry import engine_named
 
+    if args.action == "list":
+        return engine_list()
     try:
+        if args.name is None:
+            raise HarnessError(f"`engine {args.action}` needs an engine name (vllm, llama.cpp)")
         record = engine_named(args.name)
         environment = record.environment
+        flavour = args.flavour or default_flavour(environment)
+        environment.flavour(flavour, args.version)  # a version that is no release number stops here
     except HarnessError as error:
         print(f"mtp-harness engine: {error}", file=sys.stderr)
         return USAGE_ERROR
-    flavour = args.flavour or default_flavour(environment)
     if (args.patch or args.fixes != NO_FIXES) and not args.build:
         print("mtp-harness engine: --patch and --fixes go with --build", file=sys.stderr)
+        return USAGE_ERROR
+    if args.build and args.version is not None:
+        print("mtp-harness engine: --build builds the pinned release's source, not --version", file=sys.stderr)
         return USAGE_ERROR
     try:
         if args.build:
             return engine_build(record, args)
         if args.action == "install":
-            install(environment, flavour, log=lambda line: print(f"mtp-harness engine: {line}", flush=True))
+            log = lambda line: print(f"mtp-harness engine: {line}", flush=True)  # noqa: E731
+            install(environment, flavour, log=log, version=args.version)
             return 0
-        version = environment.installed_version(flavour)
-        where = environment.python(flavour) if version else environment.home(environment.flavour(flavour))
-        print(f"{environment.name} {flavour}: {version or 'not installed'} ({where})")
+        if args.action == "remove":
+            if args.version is None:
+                raise EngineEnvironmentError("`engine remove` needs --version (what `engine list` shows)")
+            print(f"mtp-harness engine: removed {remove(environment, flavour, args.version)}")
+            return 0
+        home = environment.home(environment.flavour(flavour, args.version))
+        installed = (home / "engine.json").is_file()
+        version = environment.flavour(flavour, args.version).version if installed else None
+        if args.version is None:
+            version = environment.installed_version(flavour)
+        print(f"{environment.name} {flavour}: {version or 'not installed'} ({home})")
         return 0 if version else 1
     except EngineEnvironmentError as error:
         print(f"mtp-harness engine: {error}", file=sys.stderr)
         return 1
+
+
+def engine_list() -> int:
+    """`engine list`: every installed engine environment, its release, size and install time."""
+    from harness.subjects.engines.environments import directory_size, engines_root, installed_environments
+
+    found = installed_environments()
+    if not found:
+        print(f"no engine environment installed under {engines_root()}")
+        return 0
+    print(f"{'engine':10} {'flavour':7} {'version':15} {'from':26} {'size':>9} {'install':>7}  where")
+    for info in found:
+        size = info.get("size_bytes") or directory_size(Path(info["home"]))  # measured now for older installs
+        seconds = f"{info['install_seconds']:.0f} s" if "install_seconds" in info else "?"
+        origin = f"source, build {info['build']['key']}" if "build" in info else "its wheel"
+        print(
+            f"{info['engine']:10} {info['flavour']:7} {info['version']:15} {origin:26} {size / 2**30:>5.2f} GiB "
+            f"{seconds:>7}  {info['home']}"
+        )
+    return 0
 
 
 def engine_build(record: Engine, args: argparse.Namespace) -> int:

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from harness.contract.errors import HarnessError
@@ -42,6 +44,18 @@ class Flavour:
     def requirement(self) -> str:
         return f"{self.distribution}=={self.version}"
 
+    def at(self, version: str | None) -> Flavour:
+        """This flavour at another release of the engine (None: the pinned one), installed the same way."""
+        if version is None or version == self.version:
+            return self
+        if not VERSION_PATTERN.fullmatch(version):
+            raise EngineEnvironmentError(f"engine version {version!r} is not a release number (like 0.31.0)")
+        return replace(self, version=version)
+
+
+# a release number as package indexes spell them (PEP 440 public versions, no local part): no path, no option
+VERSION_PATTERN = re.compile(r"[0-9]+(\.[0-9]+)*((a|b|rc)[0-9]+)?(\.post[0-9]+)?(\.dev[0-9]+)?")
+
 
 @dataclass(frozen=True)
 class EngineEnvironment:
@@ -56,10 +70,11 @@ class EngineEnvironment:
     def module_name(self) -> str:
         return self.module or self.name
 
-    def flavour(self, name: str) -> Flavour:
+    def flavour(self, name: str, version: str | None = None) -> Flavour:
+        """The flavour `name`, at `version` where given (else the pinned release)."""
         for flavour in self.flavours:
             if flavour.name == name:
-                return flavour
+                return flavour.at(version)
         known = ", ".join(f.name for f in self.flavours)
         raise EngineEnvironmentError(f"engine {self.name!r} has no flavour {name!r}; known: {known}")
 
@@ -122,10 +137,13 @@ def default_flavour(environment: EngineEnvironment) -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def install(environment: EngineEnvironment, flavour_name: str, log: Callable[[str], None] = print) -> Path:
-    """Create (or verify) the engine's environment; returns its Python. Idempotent: an environment whose
-    engine.json matches the pins and whose engine still imports is kept as it is."""
-    flavour = environment.flavour(flavour_name)
+def install(
+    environment: EngineEnvironment, flavour_name: str, log: Callable[[str], None] = print, version: str | None = None
+) -> Path:
+    """Create (or verify) the engine's environment at `version` (default: the pinned release); returns its Python.
+    Idempotent: an environment whose engine.json matches the requirement and whose engine still imports is kept as
+    it is. A failed install removes what it made: no half environment is left behind."""
+    flavour = environment.flavour(flavour_name, version)
     home = environment.home(flavour)
     python = home / "bin" / "python"
     info_file = home / ENGINE_INFO
@@ -135,11 +153,34 @@ def install(environment: EngineEnvironment, flavour_name: str, log: Callable[[st
         return python
     started = time.monotonic()
     log(f"{environment.name} {flavour.name}: creating {home} ({flavour.requirement})")
+    try:
+        info = _create(environment, flavour, home, log)
+    except BaseException:
+        shutil.rmtree(home, ignore_errors=True)
+        raise
+    info["install_seconds"] = round(time.monotonic() - started, 1)
+    info["size_bytes"] = directory_size(home)
+    info_file.write_text(json.dumps(info, indent=2) + "\n")
+    log(
+        f"{environment.name} {info['version']} ({flavour.name}) installed in {info['install_seconds']} s, "
+        f"{info['size_bytes'] / 2**30:.2f} GiB: {python}"
+    )
+    return python
+
+
+def _create(environment: EngineEnvironment, flavour: Flavour, home: Path, log: Callable[[str], None]) -> dict:
+    """The virtual environment at `home` with the flavour's packages, the engine imported once; its engine.json."""
+    python = home / "bin" / "python"
     _run([sys.executable, "-m", "venv", "--clear", str(home)])
     pip = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
     if flavour.before:
         _run([*pip, *flavour.before])
-    _run([*pip, flavour.requirement])
+    done = subprocess.run([*pip, flavour.requirement], capture_output=True, text=True, check=False)
+    if done.returncode != 0 and NO_SUCH_RELEASE.search(done.stdout + done.stderr):
+        raise EngineEnvironmentError(
+            f"{environment.name} has no release {flavour.version} on the package index ({flavour.requirement})"
+        )
+    _check(done, [*pip, flavour.requirement])
     if flavour.remove:
         log(f"removing {', '.join(flavour.remove)}: {flavour.why_remove}")
         _run([str(python), "-m", "pip", "uninstall", "--quiet", "--yes", *flavour.remove])
@@ -148,18 +189,48 @@ def install(environment: EngineEnvironment, flavour_name: str, log: Callable[[st
         raise EngineEnvironmentError(
             f"{home}: {environment.name} was installed but does not import ({environment.probe})"
         )
-    info = {
+    return {
         "engine": environment.name,
         "flavour": flavour.name,
         "requirement": flavour.requirement,
         "before": list(flavour.before),
         "removed": list(flavour.remove),
         "version": version,
-        "install_seconds": round(time.monotonic() - started, 1),
     }
-    info_file.write_text(json.dumps(info, indent=2) + "\n")
-    log(f"{environment.name} {version} ({flavour.name}) installed in {info['install_seconds']} s: {python}")
-    return python
+
+
+# pip's words for a requirement no index or link holds (resolver: "No matching distribution found for X==Y")
+NO_SUCH_RELEASE = re.compile(r"No matching distribution found|Could not find a version that satisfies")
+
+
+def installed_environments() -> list[dict]:
+    """Every engine environment under engines_root() with an engine.json (complete installs), each its record with
+    `home`; sorted by engine, flavour and version."""
+    root = engines_root()
+    found = []
+    for info_file in sorted(root.glob(f"*/{ENGINE_INFO}")) if root.is_dir() else []:
+        try:
+            info = json.loads(info_file.read_text())
+        except (OSError, ValueError):
+            continue
+        if {"engine", "flavour", "version"} <= info.keys():
+            found.append({**info, "home": str(info_file.parent)})
+    return sorted(found, key=lambda info: (info["engine"], info["flavour"], info["home"]))
+
+
+def remove(environment: EngineEnvironment, flavour_name: str, version: str) -> Path:
+    """Delete the environment of `environment` at `version`; returns where it was. One that is not there is an
+    error naming it."""
+    home = environment.home(environment.flavour(flavour_name, version))
+    if not home.is_dir():
+        raise EngineEnvironmentError(f"no {environment.name} {flavour_name} environment at version {version} ({home})")
+    shutil.rmtree(home)
+    return home
+
+
+def directory_size(path: Path) -> int:
+    """The bytes of the regular files under `path` (links not followed)."""
+    return sum(entry.stat().st_size for entry in path.rglob("*") if entry.is_file() and not entry.is_symlink())
 
 
 def _probe(environment: EngineEnvironment, python: Path) -> str | None:
@@ -177,7 +248,10 @@ def _probe(environment: EngineEnvironment, python: Path) -> str | None:
 
 
 def _run(command: list[str]) -> None:
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    _check(subprocess.run(command, capture_output=True, text=True, check=False), command)
+
+
+def _check(done: subprocess.CompletedProcess, command: list[str]) -> None:
     if done.returncode != 0:
         tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-20:])
         raise EngineEnvironmentError(f"`{' '.join(command)}` failed with exit code {done.returncode}:\n{tail}")

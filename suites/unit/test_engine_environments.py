@@ -1,0 +1,119 @@
+"""Engine environments at any release, side by side (`mtp-harness engine install NAME --version X`, `engine list`,
+`engine remove`): each release in its own folder with its install time and size, a release that does not exist or
+does not import stopped with one line naming it, and no half environment left behind. Hermetic: pip reads only a
+folder of wheels made here (PIP_NO_INDEX), and the environments go under tmp_path (MTP_HARNESS_ENGINES)."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import zipfile
+
+import pytest
+
+from harness.commands.cli import main
+from harness.subjects.engines.environments import (
+    EngineEnvironment,
+    EngineEnvironmentError,
+    Flavour,
+    install,
+    installed_environments,
+    remove,
+)
+
+FAKE = EngineEnvironment(
+    name="fake-engine",
+    flavours=(Flavour("cpu", "fake-engine", "1.0"),),
+    probe="import fake_engine",
+    module="fake_engine",
+)
+
+
+def wheel(folder, version, source):
+    """A wheel of the distribution fake-engine at `version` whose module fake_engine is `source`."""
+    files = {
+        "fake_engine/__init__.py": source,
+        f"fake_engine-{version}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: fake-engine\nVersion: {version}\n",
+        f"fake_engine-{version}.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\n"
+        "Tag: py3-none-any\n",
+    }
+    record_name = f"fake_engine-{version}.dist-info/RECORD"
+    lines = []
+    for name, text in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
+        lines.append(f"{name},sha256={digest},{len(text.encode())}")
+    files[record_name] = "\n".join([*lines, f"{record_name},,"]) + "\n"
+    path = folder / f"fake_engine-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, text in files.items():
+            archive.writestr(name, text)
+    return path
+
+
+@pytest.fixture
+def index(tmp_path, monkeypatch):
+    """pip sees only tmp_path/wheels: fake-engine 1.0 and 2.0 import, 3.0 installs but fails to import."""
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    wheel(wheels, "1.0", "__version__ = '1.0'\n")
+    wheel(wheels, "2.0", "__version__ = '2.0'\n")
+    wheel(wheels, "3.0", "raise ImportError('this release is broken')\n")
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(wheels))
+    monkeypatch.setenv("MTP_HARNESS_ENGINES", str(tmp_path / "engines"))
+    return tmp_path / "engines"
+
+
+def test_releases_install_side_by_side_with_their_time_and_size_and_are_removed_one_by_one(index):
+    first = install(FAKE, "cpu", log=lambda line: None)
+    second = install(FAKE, "cpu", log=lambda line: None, version="2.0")
+    assert first.parent.parent.name == "fake-engine-cpu-1.0" and second.parent.parent.name == "fake-engine-cpu-2.0"
+    listed = {info["version"]: info for info in installed_environments()}
+    assert set(listed) == {"1.0", "2.0"}
+    for info in listed.values():
+        assert info["install_seconds"] > 0 and info["size_bytes"] > 1_000_000  # a virtual environment with pip
+        assert info["requirement"] == f"fake-engine=={info['version']}"
+    assert install(FAKE, "cpu", log=lambda line: None, version="2.0") == second  # idempotent
+    remove(FAKE, "cpu", "2.0")
+    assert [info["version"] for info in installed_environments()] == ["1.0"]
+    with pytest.raises(EngineEnvironmentError, match=r"no fake-engine cpu environment at version 2\.0"):
+        remove(FAKE, "cpu", "2.0")
+
+
+def test_a_release_that_does_not_exist_stops_with_one_line_and_leaves_nothing(index):
+    with pytest.raises(EngineEnvironmentError) as error:
+        install(FAKE, "cpu", log=lambda line: None, version="9.9")
+    assert str(error.value) == "fake-engine has no release 9.9 on the package index (fake-engine==9.9)"
+    assert not (index / "fake-engine-cpu-9.9").exists()
+
+
+def test_a_release_that_does_not_import_leaves_no_half_environment(index):
+    with pytest.raises(EngineEnvironmentError, match="was installed but does not import"):
+        install(FAKE, "cpu", log=lambda line: None, version="3.0")
+    assert not (index / "fake-engine-cpu-3.0").exists()
+    assert installed_environments() == []
+
+
+@pytest.mark.parametrize("version", ["0.31.0; rm -rf /", "../0.31.0", "--pre", "latest", ""])
+def test_a_version_that_is_no_release_number_is_refused_at_the_door(version, index, capsys):
+    with pytest.raises(EngineEnvironmentError, match="is not a release number"):
+        FAKE.flavour("cpu", version)
+    assert main(["engine", "install", "vllm", f"--version={version}"]) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith("mtp-harness engine: engine version") and "is not a release number" in line
+    assert not index.exists()
+
+
+def test_engine_list_shows_each_release_and_remove_names_what_it_removed(index, capsys):
+    install(FAKE, "cpu", log=lambda line: None, version="2.0")
+    home = index / "fake-engine-cpu-2.0"
+    info = json.loads((home / "engine.json").read_text())
+    assert main(["engine", "list"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split()[:4] == ["engine", "flavour", "version", "from"]
+    [row] = out[1:]
+    assert row.split()[:4] == ["fake-engine", "cpu", "2.0", "its"] and row.endswith(str(home))
+    assert f"{info['size_bytes'] / 2**30:.2f} GiB" in row
+    assert main(["engine", "remove", "vllm"]) == 1  # remove needs --version
+    assert "needs --version" in capsys.readouterr().err
