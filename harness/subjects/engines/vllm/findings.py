@@ -138,7 +138,7 @@ CHUNKED_PREFILL_FEEDS_THE_LAST_PROMPT_TOKEN = Finding(
     decoders=("vllm-mtp",),
     versions=("0.32.0",),
     runners=V1_ONLY,
-    flavours=("cpu",),  # measured on CPU; the proposer code is shared with CUDA
+    flavours=("cpu",),  # measured on CPU; Model Runner V1's code (CUDA runs it with VLLM_USE_V2_MODEL_RUNNER=0)
     failing={"*": (CHUNKED,)},
     # any suite run under `--engine-config chunked-prefill`: the invariants' draft conformance meets the bug where a
     # prompt outgrows the chunk (the signature asks for the chunk ends the engine reported, so none elsewhere)
@@ -153,7 +153,7 @@ PROBABILISTIC_DRAFTS_IGNORE_THE_REQUEST_SEED = Finding(
     decoders=("vllm-mtp",),
     versions=("0.32.0",),
     runners=V1_ONLY,
-    flavours=("cpu",),  # measured on CPU beneath the expand-kernel fix; the code is shared with CUDA
+    flavours=("cpu",),  # measured on CPU beneath the expand-kernel fix; V1's proposer, also on CUDA where V1 runs
     failing={"*": tuple(f"{RNG_ISOLATION}[k{k}-sample]" for k in (1, 2, 3, 4))},
     signature="a seeded sampled request with sampled drafts (draft_mode 'sample') whose output changes with its "
     "batch; the record cannot tell this from another RNG-isolation bug of the draft path, the reproducer (the "
