@@ -151,6 +151,14 @@ def build_parser() -> argparse.ArgumentParser:
         "when missing",
     )
     run.add_argument(
+        "--engine-version",
+        default=None,
+        metavar="RELEASE",
+        help="an engine subject at another release than the pinned one, as shipped, from its own environment "
+        "(mtp-harness engine install NAME --version RELEASE); the findings watch only the releases they were "
+        "measured on, so anything another release fails is a failure",
+    )
+    run.add_argument(
         "--reference",
         choices=[str(r) for r in Reference],
         default=str(Reference.HARNESS),
@@ -317,6 +325,7 @@ def run(args: argparse.Namespace) -> int:
             engine_args=args.engine_arg,
             engine_runner=args.engine_runner,
             engine_patches=args.engine_patch,
+            engine_version=args.engine_version,
             spelling=CLI,
         )
     except HarnessError as error:

@@ -43,13 +43,15 @@ class EngineOptions:
     slugs; empty: as shipped), its own arguments, passed through as data (name, value) in the order given, the
     runner it runs (vLLM's model runner: v1 or v2; llama.cpp's build: source or wheel; None for an engine with one)
     and the user's own patches to its source, applied in its build in the order given (absolute paths; an engine
-    built from its source only: llama.cpp)."""
+    built from its source only: llama.cpp), and the engine's release whose environment runs (None: the pinned one;
+    `mtp-harness engine install NAME --version X` installs another)."""
 
     configuration: str = DEFAULT_CONFIGURATION
     fixes: tuple[str, ...] = ()
     arguments: tuple[tuple[str, Scalar], ...] = ()
     runner: str | None = None
     patches: tuple[str, ...] = ()
+    version: str | None = None  # the engine's release whose environment runs (None: the pinned one)
 
     @property
     def argument_values(self) -> dict[str, Scalar]:
@@ -90,6 +92,7 @@ class RunOptions:
             "arguments": [[name, value] for name, value in self.engine.arguments],
             "runner": self.engine.runner,
             "patches": list(self.engine.patches),
+            "version": self.engine.version,
         }
         return record
 
@@ -106,6 +109,7 @@ class RunOptions:
                 arguments=tuple((str(name), value) for name, value in engine.get("arguments", ())),
                 runner=engine.get("runner"),
                 patches=tuple(engine.get("patches", ())),
+                version=engine.get("version"),
             ),
         )
 
@@ -126,6 +130,7 @@ RUN_OPTION_FLAGS = tuple(
         "engine-arg",
         "engine-runner",
         "engine-patch",
+        "engine-version",
         "prompts",
         "sampling-tv",
     )
@@ -181,6 +186,8 @@ def pytest_arguments(options: RunOptions) -> list[str]:
     if engine.runner is not None:
         arguments.append(f"{PYTEST_PREFIX}engine-runner={engine.runner}")
     arguments += [f"{PYTEST_PREFIX}engine-patch={patch}" for patch in engine.patches]
+    if engine.version is not None:
+        arguments.append(f"{PYTEST_PREFIX}engine-version={engine.version}")
     if options.prompts != str(DEFAULT_PROMPTS):
         arguments.append(f"{PYTEST_PREFIX}prompts={options.prompts}")
     if options.sampling_tv is not None:

@@ -41,7 +41,7 @@ def watch(config: pytest.Config, items: list[pytest.Item]) -> None:
     if engine is None or not engine.findings:
         return
     flavour = flavour_of(options.device)
-    version = engine.environment.installed_version(flavour)
+    version = engine.environment.installed_version(flavour, options.engine.version)
     model = resolve_model_path(options.model).name
     fixed = frozenset(options.engine.fixes)
     for item in items:

@@ -106,6 +106,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "(vLLM: v1 on CPU, v2 on CUDA; llama.cpp: source), named in the report header.",
     )
     option(
+        "engine-version",
+        default=None,
+        metavar="RELEASE",
+        help="for an engine subject: the engine's release to run, from its own environment (mtp-harness engine install "
+        "NAME --version RELEASE); as shipped, from its published package. Default: the pinned release",
+    )
+    option(
         "engine-patch",
         action="append",
         default=[],

@@ -63,7 +63,8 @@ def write_reproducers(results: Results, run_dir: Path) -> None:
         name = f"repro-group-{group['group']}.py"
         if engine is not None and engine.reproducer is not None and "server_config" in minimal:
             script = engine.reproducer(group, run, name)
-            python = engine.environment.python(flavour_of(run["device"]))
+            release = ((run.get("options") or {}).get("engine") or {}).get("version")
+            python = engine.environment.python(flavour_of(run["device"]), release)
             group["reproducer_command"] = shlex.join([str(python), name])
             group["reproducer_about"] = (
                 f"uses {engine.environment.name} alone, no harness import: it compares {engine.environment.name}'s "
@@ -241,9 +242,8 @@ def pytest_run_header(config: pytest.Config, options: RunOptions, run_id: str) -
             header["engine"] = f"{engine.name} {build['version']} ({flavour}; built from source: {patches})"
             header["engine_build"] = build
         else:
-            header["engine"] = (
-                f"{engine.name} {engine.environment.installed_version(flavour) or 'not installed'} ({flavour})"
-            )
+            installed = engine.environment.installed_version(flavour, options.engine.version)
+            header["engine"] = f"{engine.name} {installed or 'not installed'} ({flavour})"
         if options.engine.runner is not None:
             header["engine_runner"] = options.engine.runner  # the model runner the engine ran (--engine-runner)
     return header

@@ -48,6 +48,7 @@ def read_options(config: pytest.Config) -> None:
             engine_args=options.harness_engine_arg,
             engine_runner=options.harness_engine_runner,
             engine_patches=options.harness_engine_patch,
+            engine_version=options.harness_engine_version,
             prompts=options.harness_prompts,
             sampling_tv=options.harness_sampling_tv,
         )

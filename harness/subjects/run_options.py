@@ -62,6 +62,7 @@ class Spelling:
     engine_arg: str
     engine_runner: str
     engine_patch: str
+    engine_version: str
     prompts: str
     sampling_tv: str
 
@@ -70,7 +71,7 @@ PYTEST = Spelling(
     *(PYTEST_PREFIX + name for name in ("decoder", "model", "device", "dtype", "budget", "seed", "reference")),
     *(
         PYTEST_PREFIX + name
-        for name in ("engine-config", "engine-fixes", "engine-arg", "engine-runner", "engine-patch")
+        for name in ("engine-config", "engine-fixes", "engine-arg", "engine-runner", "engine-patch", "engine-version")
     ),
     *(PYTEST_PREFIX + name for name in ("prompts", "sampling-tv")),
 )
@@ -87,6 +88,7 @@ CLI = Spelling(
     "--engine-arg",
     "--engine-runner",
     "--engine-patch",
+    "--engine-version",
     "--harness-prompts",
     "--harness-sampling-tv",
 )
@@ -106,6 +108,7 @@ def read_run_options(
     engine_args: list[str] | tuple[str, ...] = (),
     engine_runner: str | None = None,
     engine_patches: list[str] | tuple[str, ...] = (),
+    engine_version: str | None = None,
     prompts: str | None = None,
     sampling_tv: float | None = None,
     spelling: Spelling = PYTEST,
@@ -116,7 +119,13 @@ def read_run_options(
     s = spelling
     model = model or RunOptions().model
     check_dtype(dtype, s)
-    engine = check_decoder(decoder, device, s)
+    engine = check_decoder(decoder, device, s, engine_version)
+    if (
+        engine is not None
+        and engine_version is not None
+        and engine_version == engine.environment.flavour(flavour_of(device)).version
+    ):
+        engine_version = None  # the pinned release: what a run without --engine-version runs
     chosen_reference = check_reference(reference, decoder, engine, s)
     check_device(device, s)
     if chosen_reference is Reference.ENGINE:
@@ -135,7 +144,8 @@ def read_run_options(
     if not Path(prompts).is_file():
         raise UsageError(f"{s.prompts} {prompts}: no such prompt file")
     fixes = check_engine_fixes(engine_fixes, decoder, engine, s)
-    runner = check_engine_runner(engine_runner, decoder, engine, device, s)
+    runner = check_engine_runner(engine_runner, decoder, engine, device, s, engine_version)
+    check_engine_release(engine_version, engine, fixes, runner, s)
     check_fixes_in_the_build(fixes, engine, runner, s)
     return RunOptions(
         decoder=decoder,
@@ -151,6 +161,7 @@ def read_run_options(
             arguments=check_engine_arguments(engine_args, decoder, engine, s),
             runner=runner,
             patches=check_engine_patches(engine_patches, decoder, engine, runner, s),
+            version=engine_version,
         ),
         prompts=prompts,
         sampling_tv=sampling_tv,
@@ -221,8 +232,9 @@ def check_model_card(model: str, s: Spelling = PYTEST) -> None:
         raise UsageError(f"{s.model} {model}: {error}") from None
 
 
-def check_decoder(decoder: str, device: str, s: Spelling = PYTEST) -> Engine | None:
-    """The decoder name is known (or its module:factory imports); an engine subject's environment is installed.
+def check_decoder(decoder: str, device: str, s: Spelling = PYTEST, version: str | None = None) -> Engine | None:
+    """The decoder name is known (or its module:factory imports); an engine subject's environment is installed (at
+    `version`, the engine's release, where given: one that is no release number, or not installed, is named).
     Returns the decoder's engine, None for one that runs in the harness's process."""
     unknown = unknown_decoder(decoder)  # the names alone: building a factory imports torch and transformers
     if unknown is not None:
@@ -233,12 +245,21 @@ def check_decoder(decoder: str, device: str, s: Spelling = PYTEST) -> Engine | N
         except HarnessError as error:
             raise UsageError(f"{s.decoder} {decoder}: {error}") from None
     engine = engine_of_decoder(decoder)
+    if version is not None and engine is None:
+        raise UsageError(f"{s.engine_version} {version}: decoder {decoder!r} is not an engine")
     if engine is not None:
         flavour = flavour_of(device)
-        if engine.environment.installed_version(flavour) is None:
+        if version is not None:
+            try:
+                engine.environment.flavour(flavour, version)
+            except HarnessError as error:
+                raise UsageError(f"{s.engine_version} {version}: {error}") from None
+        if engine.environment.installed_version(flavour, version) is None:
+            release = f" --version {version}" if version is not None else ""
+            where = f"{s.engine_version} {version}" if version is not None else f"{s.decoder} {decoder}"
             raise UsageError(
-                f"{s.decoder} {decoder}: the {engine.name} {flavour} environment is not installed; run "
-                f"`mtp-harness engine install {engine.name} --flavour {flavour}`"
+                f"{where}: the {engine.name} {flavour} environment{release and ' of that release'} is not installed; "
+                f"run `mtp-harness engine install {engine.name} --flavour {flavour}{release}`"
             )
     return engine
 
@@ -312,19 +333,27 @@ def check_engine_fixes(option: str, decoder: str, engine: Engine | None, s: Spel
 
 
 def check_engine_runner(
-    option: str | None, decoder: str, engine: Engine | None, device: str, s: Spelling = PYTEST
+    option: str | None,
+    decoder: str,
+    engine: Engine | None,
+    device: str,
+    s: Spelling = PYTEST,
+    version: str | None = None,
 ) -> str | None:
     """--engine-runner: one of the model runners of the decoder's engine (vLLM: v1, v2), available in its installed
     environment; without it, the runner the engine itself picks on this device, named. None for an engine with no
     choice of runner."""
     runners = engine.runners if engine is not None else {}
     if option is None:
-        return engine.default_runners.get(flavour_of(device)) if engine is not None and runners else None
+        default = engine.default_runners.get(flavour_of(device)) if engine is not None and runners else None
+        if version is not None and default is not None and default == engine.source_runner:
+            return engine.release_runner  # another release runs from its published package (the build is the pin's)
+        return default
     if not runners:
         raise UsageError(f"{s.engine_runner} {option}: decoder {decoder!r} is not an engine with a choice of runner")
     if option not in runners:
         raise UsageError(f"{s.engine_runner} {option}: {engine.name} has no such runner; known: {', '.join(runners)}")
-    problem = engine.runner_problem(engine, flavour_of(device), option) if engine.runner_problem else None
+    problem = engine.runner_problem(engine, flavour_of(device), option, version) if engine.runner_problem else None
     if problem:
         raise UsageError(f"{s.engine_runner} {option}: {problem}")
     return option
@@ -343,6 +372,25 @@ def check_fixes_in_the_build(fixes: tuple[str, ...], engine: Engine | None, runn
     missing = [slug for slug in fixes if not (engine.fixes / f"{slug}.patch").is_file()]
     if missing:
         raise UsageError(f"{s.engine_fixes} {','.join(fixes)}: no fix written yet for {', '.join(missing)}")
+
+
+def check_engine_release(
+    version: str | None, engine: Engine | None, fixes: tuple[str, ...], runner: str | None, s: Spelling
+) -> None:
+    """--engine-version: another release runs as shipped (the findings' fixes are written and measured against the
+    pinned release) and from its published package (an engine built here builds the pinned release's source)."""
+    if version is None or engine is None:
+        return
+    if fixes:
+        raise UsageError(
+            f"{s.engine_version} {version}: the findings' fixes are written for {engine.name}'s pinned release; run "
+            f"another release as shipped (without {s.engine_fixes})"
+        )
+    if engine.source_runner is not None and runner == engine.source_runner:
+        raise UsageError(
+            f"{s.engine_version} {version}: {engine.name}'s {runner} runner builds the pinned release's source; run "
+            f"{s.engine_runner} {engine.release_runner}"
+        )
 
 
 def check_engine_patches(

@@ -21,6 +21,7 @@ from harness.subjects.engines.environments import (
     installed_environments,
     remove,
 )
+from harness.subjects.engines.llamacpp.environment import ENVIRONMENT as LLAMACPP
 
 FAKE = EngineEnvironment(
     name="fake-engine",
@@ -117,3 +118,79 @@ def test_engine_list_shows_each_release_and_remove_names_what_it_removed(index, 
     assert f"{info['size_bytes'] / 2**30:.2f} GiB" in row
     assert main(["engine", "remove", "vllm"]) == 1  # remove needs --version
     assert "needs --version" in capsys.readouterr().err
+
+
+@pytest.fixture
+def other_llamacpp_release(tmp_path, monkeypatch):
+    """An environment of llama.cpp at 2026.9.11063 as `engine install --version` leaves it, its Python a stand-in
+    that answers the version query (nothing here starts an engine)."""
+    monkeypatch.setenv("MTP_HARNESS_ENGINES", str(tmp_path / "engines"))
+    monkeypatch.delenv("MTP_HARNESS_LLAMACPP_PYTHON", raising=False)
+    home = tmp_path / "engines" / "llama.cpp-cpu-2026.9.11063"
+    (home / "bin").mkdir(parents=True)
+    python = home / "bin" / "python"
+    python.write_text("#!/bin/sh\necho 2026.9.11063\n")
+    python.chmod(0o755)
+    (home / "engine.json").write_text(json.dumps({"engine": "llama.cpp", "flavour": "cpu", "version": "2026.9.11063"}))
+    return "2026.9.11063"
+
+
+def run_options(**options):
+    from harness.subjects.run_options import CLI, read_run_options
+
+    return read_run_options(decoder="llamacpp-mtp", model="tiny-glm4-moe", spelling=CLI, **options)
+
+
+def test_a_run_on_another_release_runs_it_as_shipped_from_its_published_package(other_llamacpp_release):
+    options = run_options(engine_version=other_llamacpp_release)
+    assert options.engine.version == other_llamacpp_release and options.engine.runner == "wheel"
+    from harness.contract.run_options import RunOptions, pytest_arguments
+
+    assert "--harness-engine-version=2026.9.11063" in pytest_arguments(options)
+    assert RunOptions.from_record(options.to_record()) == options
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (
+            {"engine_version": "2026.8.10566"},
+            "--engine-version 2026.8.10566: the llama.cpp cpu environment of that "
+            "release is not installed; run `mtp-harness engine install llama.cpp --flavour cpu --version 2026.8.10566`",
+        ),
+        (
+            {"engine_version": "2026.9.11063", "engine_fixes": "all"},
+            "--engine-version 2026.9.11063: the findings' "
+            "fixes are written for llama.cpp's pinned release; run another release as shipped (without --engine-fixes)",
+        ),
+        (
+            {"engine_version": "2026.9.11063", "engine_runner": "source"},
+            "--engine-version 2026.9.11063: llama.cpp's "
+            "source runner builds the pinned release's source; run --engine-runner wheel",
+        ),
+        ({"engine_version": "latest"}, "--engine-version latest: engine version 'latest' is not a release number"),
+    ],
+)
+def test_a_release_that_cannot_run_stops_at_the_door_naming_it(other_llamacpp_release, options, message):
+    from harness.subjects.run_options import UsageError
+
+    with pytest.raises(UsageError) as error:
+        run_options(**options)
+    assert str(error.value).startswith(message)
+
+
+def test_a_release_for_a_decoder_that_is_no_engine_is_refused(other_llamacpp_release):
+    from harness.subjects.run_options import CLI, UsageError, read_run_options
+
+    with pytest.raises(UsageError, match=r"--engine-version 2026\.9\.11063: decoder 'mtp' is not an engine"):
+        read_run_options(decoder="mtp", engine_version="2026.9.11063", spelling=CLI)
+
+
+@pytest.mark.skipif(
+    LLAMACPP.installed_version("cpu") is None,
+    reason="the llama.cpp environment is not installed: run `mtp-harness engine install llama.cpp` (.ci/run does)",
+)
+def test_the_pinned_release_named_is_the_pinned_run():
+    from harness.subjects.engines.llamacpp.environment import VERSION
+
+    assert run_options(engine_version=VERSION) == run_options()

@@ -77,7 +77,7 @@ def test_every_finding_has_its_write_up_and_reproducer(findings, engine):
 class InstalledAt(EngineEnvironment):
     """An engine environment that says version 1.0 is installed, without looking."""
 
-    def installed_version(self, flavour_name: str) -> str | None:
+    def installed_version(self, flavour_name: str, release: str | None = None) -> str | None:
         return "1.0"
 
 

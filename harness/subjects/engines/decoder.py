@@ -86,7 +86,7 @@ class EngineDecoder:
 
     def server_python(self) -> Path:
         """The Python of the environment the engine's processes run in (default: the engine's installed one)."""
-        return self.engine.environment.python(self.flavour)
+        return self.engine.environment.python(self.flavour, self.options.version)
 
     def check_requests(self, requests: Sequence[DecodeRequest]) -> None:
         """Raise InvalidRequest for a request the engine cannot serve as asked."""
@@ -103,7 +103,7 @@ class EngineDecoder:
 
     @property
     def engine_version(self) -> str | None:
-        return self.engine.environment.installed_version(self.flavour)
+        return self.engine.environment.installed_version(self.flavour, self.options.version)
 
     def engine_key(self, request: DecodeRequest) -> EngineKey:
         return (request.num_draft_tokens, request.draft_mode) if self.speculative else (0, "greedy")

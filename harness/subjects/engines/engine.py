@@ -45,9 +45,11 @@ class Engine:
     from --engine-arg); unserved_arguments: name -> why a value other than 1 or null cannot be served yet; runners:
     the model runners a run may choose (--engine-runner), name -> what it is; default_runners: flavour -> the runner
     the engine itself picks there (what a run without --engine-runner gets, named explicitly); runner_problem:
-    (engine, flavour, runner) -> why that runner cannot run in the installed environment (checked at the door);
-    source_runner: the runner built from the engine's source here, where --engine-patch applies (llama.cpp: source;
-    None: installed from a wheel); build_record: the run's engine options -> the record of the build it runs (version,
+    (engine, flavour, runner, release) -> why that runner cannot run in the installed environment of that release
+    (None: the pinned one; checked at the door); source_runner: the runner built from the engine's source here, where
+    --engine-patch applies (llama.cpp: source; None: installed from a wheel); release_runner: the runner another
+    release (--engine-version) runs by default where the source runner builds the pinned release only (llama.cpp:
+    wheel); build_record: the run's engine options -> the record of the build it runs (version,
     patches and their hashes, build time; None where not built), for the run header; make_build: builds what the
     run's engine options need from source when it is not built yet (`mtp-harness run` calls it before the tests);
     alone: a server script that builds the engine as `server` does, installs no hook, and answers `generate` (the
@@ -69,8 +71,9 @@ class Engine:
     unserved_arguments: Mapping[str, str] = field(default_factory=dict)
     runners: Mapping[str, str] = field(default_factory=dict)
     default_runners: Mapping[str, str] = field(default_factory=dict)
-    runner_problem: Callable[[Engine, str, str], str | None] | None = None
+    runner_problem: Callable[[Engine, str, str, str | None], str | None] | None = None
     source_runner: str | None = None
+    release_runner: str | None = None
     build_record: Callable[[EngineOptions], dict[str, Any] | None] | None = None
     make_build: Callable[[EngineOptions, Callable[[str], None]], None] | None = None
     alone: Path | None = None
@@ -102,9 +105,10 @@ class Engine:
             )
         return self.configurations[name]
 
-    def version(self, device: str) -> str | None:
-        """The engine version its environment holds for `device` (cpu, cuda, cuda:1), or None when not installed."""
-        return self.environment.installed_version(flavour_of(device))
+    def version(self, device: str, release: str | None = None) -> str | None:
+        """The engine version its environment holds for `device` (cpu, cuda, cuda:1), that of `release` where given,
+        or None when not installed."""
+        return self.environment.installed_version(flavour_of(device), release)
 
     def build(self, decoder: str, bundle: ModelBundle, options: EngineOptions) -> Decoder:
         """The decoder `decoder` (one of `decoders`) for `bundle`, under the engine options of the run."""

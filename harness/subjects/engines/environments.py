@@ -85,25 +85,28 @@ class EngineEnvironment:
     def home(self, flavour: Flavour) -> Path:
         return engines_root() / f"{self.name}-{flavour.name}-{flavour.version}"
 
-    def python(self, flavour_name: str) -> Path:
-        """The Python that runs this engine: the override if set, else the installed environment's."""
+    def python(self, flavour_name: str, version: str | None = None) -> Path:
+        """The Python that runs this engine: the override if set (for the pinned release), else the installed
+        environment's of `version` (None: the pinned release)."""
         override = os.environ.get(self.python_override)
-        if override:
+        if override and version is None:
             return Path(override)
-        flavour = self.flavour(flavour_name)
+        flavour = self.flavour(flavour_name, version)
         info = self.home(flavour) / ENGINE_INFO
         if not info.is_file():
+            of_release, release = (f" of {version}", f" --version {version}") if version is not None else ("", "")
             raise EngineEnvironmentError(
-                f"the {self.name} {flavour.name} environment is not installed ({self.home(flavour)}): run "
-                f"`mtp-harness engine install {self.name} --flavour {flavour.name}`, or point "
+                f"the {self.name} {flavour.name} environment{of_release} is not installed ({self.home(flavour)}): "
+                f"run `mtp-harness engine install {self.name} --flavour {flavour.name}{release}`, or point "
                 f"{self.python_override} at the Python of an environment with {self.name} installed"
             )
         return self.home(flavour) / "bin" / "python"
 
-    def installed_version(self, flavour_name: str) -> str | None:
-        """The engine version the environment holds (no engine import: read from package metadata)."""
+    def installed_version(self, flavour_name: str, version: str | None = None) -> str | None:
+        """The engine version the environment holds (no engine import: read from package metadata); `version`: the
+        environment of that release (None: the pinned one, or the override)."""
         try:
-            python = self.python(flavour_name)
+            python = self.python(flavour_name, version)
         except EngineEnvironmentError:
             return None
         names = json.dumps([f.distribution for f in self.flavours])

@@ -27,6 +27,7 @@ from harness.subjects.engines.llamacpp.environment import (
     RUNNERS,
     SERVER,
     SOURCE,
+    WHEEL,
     missing_gguf,
     runner_problem,
 )
@@ -75,6 +76,7 @@ ENGINE = Engine(
     default_runners=DEFAULT_RUNNERS,
     runner_problem=runner_problem,
     source_runner=SOURCE,
+    release_runner=WHEEL,
     build_record=build_record,
     make_build=make_build,
 )

@@ -37,11 +37,12 @@ def draft_room(context: int, prompt_length: int, start: int, max_new_tokens: int
     return min(context - prompt_length - start - 1, max_new_tokens - start - 1)
 
 
-def runner_problem(engine: object, flavour: str, runner: str) -> str | None:
-    """Why llama.cpp's `runner` cannot run here: the wheel's environment not installed (a build from source is made
-    by `mtp-harness run` or `engine install llama.cpp --build` when missing)."""
-    if runner == WHEEL and ENVIRONMENT.installed_version(flavour) is None:
-        return "the xllamacpp wheel is not installed: run `mtp-harness engine install llama.cpp`"
+def runner_problem(engine: object, flavour: str, runner: str, release: str | None = None) -> str | None:
+    """Why llama.cpp's `runner` cannot run here: the wheel's environment (of `release`, else the pinned one) not
+    installed (a build from source is made by `mtp-harness run` or `engine install llama.cpp --build` when missing)."""
+    if runner == WHEEL and ENVIRONMENT.installed_version(flavour, release) is None:
+        version = f" --version {release}" if release is not None else ""
+        return f"the xllamacpp wheel is not installed: run `mtp-harness engine install llama.cpp{version}`"
     return None
 
 

@@ -50,13 +50,14 @@ V2_PROBE = (
 )
 
 
-def model_runner_problem(engine: Engine, flavour: str, runner: str) -> str | None:
-    """Why `runner` cannot run in the installed vLLM environment of `flavour`, or None."""
+def model_runner_problem(engine: Engine, flavour: str, runner: str, release: str | None = None) -> str | None:
+    """Why `runner` cannot run in the installed vLLM environment of `flavour` (of `release`; None: the pinned one),
+    or None."""
     if runner != "v2":
         return None
-    python = engine.environment.python(flavour)
+    python = engine.environment.python(flavour, release)
     code = subprocess.run([str(python), "-c", V2_PROBE], capture_output=True, check=False).returncode
-    version = engine.environment.installed_version(flavour)
+    version = engine.environment.installed_version(flavour, release)
     if code == 3:
         return f"vLLM {version} ({python}) has no Model Runner V2 (vllm/v1/worker/gpu/model_runner.py)"
     if code == 4:
