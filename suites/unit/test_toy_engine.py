@@ -128,6 +128,7 @@ def test_a_failure_groups_command_replays_the_failure_with_every_option_of_the_r
         "arguments": [["corrupt_at", CORRUPTED_POSITION]],
         "runner": None,  # the toy engine has one runner: none is asked for
         "patches": [],  # built from no source: no patch of the user's
+        "version": None,  # the pinned release
     }
     assert (options["decoder"], options["dtype"], options["budget"], options["seed"]) == (
         "toy-mtp",
