@@ -477,10 +477,7 @@ def engine(args: argparse.Namespace) -> int:
             print(f"mtp-harness engine: removed {remove(environment, flavour, args.version)}")
             return 0
         home = environment.home(environment.flavour(flavour, args.version))
-        installed = (home / "engine.json").is_file()
-        version = environment.flavour(flavour, args.version).version if installed else None
-        if args.version is None:
-            version = environment.installed_version(flavour)
+        version = environment.installed_version(flavour, args.version)
         print(f"{environment.name} {flavour}: {version or 'not installed'} ({home})")
         return 0 if version else 1
     except EngineEnvironmentError as error:

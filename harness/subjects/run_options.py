@@ -255,10 +255,13 @@ def check_decoder(decoder: str, device: str, s: Spelling = PYTEST, version: str 
             except HarnessError as error:
                 raise UsageError(f"{s.engine_version} {version}: {error}") from None
         if engine.environment.installed_version(flavour, version) is None:
-            release = f" --version {version}" if version is not None else ""
-            where = f"{s.engine_version} {version}" if version is not None else f"{s.decoder} {decoder}"
+            where, of_release, release = (
+                (f"{s.decoder} {decoder}", "", "")
+                if version is None
+                else (f"{s.engine_version} {version}", " of that release", f" --version {version}")
+            )
             raise UsageError(
-                f"{where}: the {engine.name} {flavour} environment{release and ' of that release'} is not installed; "
+                f"{where}: the {engine.name} {flavour} environment{of_release} is not installed; "
                 f"run `mtp-harness engine install {engine.name} --flavour {flavour}{release}`"
             )
     return engine
