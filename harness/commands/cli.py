@@ -227,6 +227,15 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="default: the engine's only flavour (llama.cpp: cpu), else cuda when this machine has a CUDA GPU",
     )
+    matrix = commands.add_parser(
+        "matrix",
+        help="which engine releases are safe with MTP: the suites and every finding's reproducer on each release",
+        description="Install each release of the engine where missing, run every finding's reproducer and the suites "
+        "on it as shipped, and write versions.json and its page in reports/matrix-<time>/.",
+    )
+    from harness.commands.matrix import add_arguments as add_matrix_arguments
+
+    add_matrix_arguments(matrix)
     summarize = commands.add_parser(
         "summarize",
         help="markdown tables of runs' results (counts per suite, the mutation and efficiency tables), headed by "
@@ -548,6 +557,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command == "mutants":
         return mutants_command.run(args)
+    if args.command == "matrix":
+        from harness.commands.matrix import run_matrix
+
+        return run_matrix(args)
     if args.command == "nightly":
         from harness.commands.nightly import run_nightly
 

@@ -65,6 +65,8 @@ class EngineEnvironment:
     flavours: tuple[Flavour, ...]
     probe: str  # a Python statement that imports the engine the way the server does
     module: str = ""  # the module whose __version__ is the engine's version (default: the name)
+    # a program that exits 0 where the release speculates with MTP the way the harness asks it to, NO_MTP where not
+    mtp_probe: str = ""
 
     @property
     def module_name(self) -> str:
@@ -118,6 +120,25 @@ class EngineEnvironment:
         )
         done = subprocess.run([str(python), "-c", code], capture_output=True, text=True, check=False)
         return done.stdout.strip() or None
+
+
+NO_MTP = 5  # the exit status of an MTP probe on a release without MTP
+
+
+def mtp_problem(environment: EngineEnvironment, flavour_name: str, version: str | None) -> str | None:
+    """Why the installed release `version` of the engine cannot be tested with MTP (it has none, or its environment
+    cannot be probed), or None."""
+    if not environment.mtp_probe:
+        return None
+    python = environment.python(flavour_name, version)
+    done = subprocess.run([str(python), "-c", environment.mtp_probe], capture_output=True, text=True, check=False)
+    release = version or environment.flavour(flavour_name).version
+    if done.returncode == NO_MTP:
+        return f"{environment.name} {release} has no MTP speculation ({done.stdout.strip() or 'its probe said so'})"
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no message"])[-1]
+        return f"{environment.name} {release} could not be probed for MTP (exit code {done.returncode}: {last})"
+    return None
 
 
 def engines_root() -> Path:

@@ -21,6 +21,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from harness.subjects.engines.finding_versions import watched_versions
+
 if TYPE_CHECKING:
     from harness.models.loading import ModelBundle
 
@@ -48,7 +50,7 @@ class Finding:
     title: str
     engine: str
     decoders: tuple[str, ...]
-    versions: tuple[str, ...]
+    found_in: str  # the release it was found in; the releases it watches are measured (`versions`)
     flavours: tuple[str, ...]
     failing: dict[str, tuple[str, ...]]  # model name -> node-id patterns
     signature: str
@@ -59,6 +61,12 @@ class Finding:
     # the engine's model runners it was shown on (vLLM: v1, v2); empty for an engine with no choice of runner. On a
     # runner it was not shown on, it watches nothing: a failure there is a failure until its reproducer shows the bug
     runners: tuple[str, ...] = ()
+
+    @property
+    def versions(self) -> tuple[str, ...]:
+        """The releases it watches: where its reproducer reproduced it (harness/subjects/engines/finding_versions.py,
+        written by `mtp-harness matrix --record`), and the release it was found in unless measured absent there."""
+        return watched_versions(self.slug, self.found_in)
 
     @property
     def document(self) -> str:

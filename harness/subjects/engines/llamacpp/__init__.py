@@ -79,4 +79,6 @@ ENGINE = Engine(
     release_runner=WHEEL,
     build_record=build_record,
     make_build=make_build,
+    # each reproducer serves its own GGUF fixture (tiny-glm4-moe) with the release's wheel: no argument
+    reproducer_arguments=lambda runner: (),
 )

@@ -8,6 +8,13 @@ from pathlib import Path
 from harness.subjects.engines.environments import EngineEnvironment, Flavour
 
 VERSION = "2026.10.11549"
+# the release has speculation type draft-mtp (what server.py asks for); exit 5 (environments.NO_MTP) where it has not
+MTP_PROBE = (
+    "import sys, xllamacpp\n"
+    "types = [n for n in dir(xllamacpp.common_speculative_type) if n.startswith('COMMON_SPECULATIVE_TYPE_')]\n"
+    "listed = 'speculative types: ' + ', '.join(types)\n"
+    "sys.exit(0 if 'COMMON_SPECULATIVE_TYPE_DRAFT_MTP' in types else print(listed) or 5)\n"
+)
 # the source distribution of that version: llama.cpp's tree the wheel was built from (its converter builds the
 # fixtures' GGUFs, fixtures/build_gguf.py; the findings cite its files)
 SDIST_SHA256 = "c17ee1163006f70726abb9f72137830818f3d8cb60bfc34cb232d08428eaa22b"
@@ -16,6 +23,7 @@ ENVIRONMENT = EngineEnvironment(
     flavours=(Flavour("cpu", "xllamacpp", VERSION),),
     probe="import xllamacpp",
     module="xllamacpp",
+    mtp_probe=MTP_PROBE,
 )
 SERVER = Path(__file__).with_name("server.py")
 # llama.cpp's builds a run may choose (--engine-runner)

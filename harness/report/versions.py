@@ -1,0 +1,156 @@
+"""The findings-by-versions matrix (`mtp-harness matrix`) as data and as a page: engine releases as columns, every
+finding as a row (its reproducer's verdict beside the suites' expected failures of it), and per release the cases
+judged, failed and expected, and each failure no finding explains, as a new failure with its group and reproducer.
+
+Pure data in, data or HTML out (jinja2 with autoescape: every text from a run is escaped); the command that measures
+it is harness/commands/matrix.py."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from jinja2 import Environment, PackageLoader, StrictUndefined
+
+from harness.subjects.engines.finding_versions import COULD_NOT_RUN, NOT_REPRODUCED, REPRODUCED
+from harness.subjects.engines.findings import Finding
+
+SCHEMA = 1
+
+
+@dataclass(frozen=True)
+class FindingCell:
+    """One finding on one release: what its reproducer said and what the suites explained as it."""
+
+    reproducer: str | None  # REPRODUCED, NOT_REPRODUCED, COULD_NOT_RUN; None: not run (no clone, no reproducer)
+    watched: bool  # the run's findings watched this release (the reproducer's verdict decides)
+    expected_failures: int  # the run's cases this finding's signature explained
+    reaches: bool  # the finding watches tests of this model in the suites that ran
+    ran: bool  # the suites ran on this release
+
+    @property
+    def agrees(self) -> bool | None:
+        """Does the suites' verdict agree with the reproducer's? Reproduced: the suites explained a case of it, or
+        none of its tests ran here. Not reproduced: the suites explained none. None: nothing to compare."""
+        if self.reproducer in (None, COULD_NOT_RUN) or not self.ran:
+            return None
+        if self.reproducer == REPRODUCED:
+            return self.expected_failures > 0 or not self.reaches
+        return self.expected_failures == 0
+
+    def to_record(self) -> dict[str, Any]:
+        return {
+            "reproducer": self.reproducer,
+            "watched": self.watched,
+            "expected_failures": self.expected_failures,
+            "reaches": self.reaches,
+            "agrees": self.agrees,
+        }
+
+
+def reaches(finding: Finding, model: str, suites: Iterable[str]) -> bool:
+    """Does `finding` watch a test of `model` in one of `suites` (node-id patterns start with the suite's folder)?"""
+    patterns = [
+        pattern
+        for table in (finding.failing, finding.may_fail)
+        for key in (model, "*")
+        for pattern in table.get(key, ())
+    ]
+    return any(pattern.startswith(f"{suite}/") or pattern.startswith("*") for pattern in patterns for suite in suites)
+
+
+def expected_failures_of(suites: Sequence[Mapping[str, Any]], slug: str) -> int:
+    """The cases a run's judgement (judgement_records) counts as expected failures of `slug`, over its suites."""
+    return sum(int(suite.get("expected_failures", {}).get(slug, 0)) for suite in suites)
+
+
+def finding_rows(
+    findings: Sequence[Finding],
+    columns: Sequence[Mapping[str, Any]],
+    watched: Mapping[str, Sequence[str]],
+    model: str,
+    suites: Sequence[str],
+) -> list[dict[str, Any]]:
+    """A row per finding: slug, title, found_in and a cell per release column (versions.json's `versions`);
+    `watched`: slug -> the releases the run's findings watched."""
+    rows = []
+    for finding in findings:
+        cells = {}
+        for column in columns:
+            run = column.get("run") or {}
+            verdict = (column.get("reproducers") or {}).get(finding.slug, {}).get("verdict")
+            cell = FindingCell(
+                reproducer=verdict,
+                watched=column["version"] in watched.get(finding.slug, ()),
+                expected_failures=expected_failures_of(run.get("suites") or [], finding.slug),
+                reaches=reaches(finding, model, suites),
+                ran=bool(run.get("suites")),
+            )
+            cells[column["version"]] = cell.to_record()
+        rows.append({"slug": finding.slug, "title": finding.title, "found_in": finding.found_in, "cells": cells})
+    return rows
+
+
+def column_totals(suites: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    """A release's counts over its run's suites: cases, judged, passed, failed, expected failures, not judged."""
+    keys = ("cases", "judged", "passed", "failed", "xfailed")
+    totals = {key: sum(int(suite.get(key, 0)) for suite in suites) for key in keys}
+    totals["not_judged"] = sum(sum(suite.get("not_judged", {}).values()) for suite in suites)
+    return totals
+
+
+def new_failures(groups: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """A run's failure groups (failures no finding explains), as the matrix shows them."""
+    keys = ("group", "suite", "signature", "cause", "count", "smallest", "rerun", "reproducer_command")
+    return [{key: group.get(key) for key in keys} for group in groups]
+
+
+def disagreements(rows: Sequence[Mapping[str, Any]]) -> list[tuple[str, str]]:
+    """(slug, release) of every cell where the suites' verdict contradicts the reproducer's."""
+    return [(row["slug"], version) for row in rows for version, cell in row["cells"].items() if cell["agrees"] is False]
+
+
+def render_versions_page(matrix: Mapping[str, Any]) -> str:
+    """The matrix's HTML page (versions.json's content)."""
+    environment = Environment(
+        loader=PackageLoader("harness.report", "templates"), autoescape=True, undefined=StrictUndefined
+    )
+    labels = {REPRODUCED: "reproduced", NOT_REPRODUCED: "not reproduced", COULD_NOT_RUN: "could not run", None: "—"}
+    return environment.get_template("versions.html.j2").render(matrix=matrix, labels=labels)
+
+
+def versions_markdown(matrix: Mapping[str, Any]) -> str:
+    """The matrix as markdown tables (what docs/measurements/versions.md pastes): a column per release; the counts,
+    then a row per finding with its reproducer's verdict / the suites' expected failures of it."""
+    columns = matrix["versions"]
+    head = "| | " + " | ".join(column["version"] for column in columns) + " |"
+    rule = "|---|" + "---|" * len(columns)
+    lines = [head, rule]
+    size = [f"{(column.get('install') or {}).get('size_bytes', 0) / 2**30:.2f} GiB" for column in columns]
+    lines.append("| environment | " + " | ".join(size) + " |")
+    lines.append("| MTP | " + " | ".join(column.get("mtp_problem") or "yes" for column in columns) + " |")
+    for key, label in (
+        ("cases", "cases"),
+        ("judged", "judged"),
+        ("passed", "passed"),
+        ("failed", "failed"),
+        ("xfailed", "expected failures"),
+        ("not_judged", "not judged"),
+    ):
+        cells = [str((column.get("totals") or {}).get(key, "—")) for column in columns]
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    new = [str(len((column.get("run") or {}).get("new_failures") or [])) for column in columns]
+    lines.append("| new failure groups | " + " | ".join(new) + " |")
+    seconds = [f"{column['run']['seconds']} s" if column.get("run") else "not run" for column in columns]
+    lines.append("| suites' run | " + " | ".join(seconds) + " |")
+    lines += ["", head.replace("| |", "| finding (reproducer / suites' expected failures) |", 1), rule]
+    for row in matrix["findings"]:
+        cells = []
+        for column in columns:
+            cell = row["cells"][column["version"]]
+            suites = str(cell["expected_failures"]) if cell["watched"] else "not watched"
+            mark = " **disagree**" if cell["agrees"] is False else ""
+            cells.append(f"{cell['reproducer'] or '—'} / {suites}{mark}")
+        lines.append(f"| `{row['slug']}` | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
