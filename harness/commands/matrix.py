@@ -165,7 +165,9 @@ def reproduce_all(p: MatrixPlan, python: str) -> dict[str, dict[str, Any]]:
     """Every finding's reproducer on one release, side by side (one per core); slug -> its result."""
     if REPO_ROOT is None or p.engine.reproducer_arguments is None:
         return {}
-    arguments = p.engine.reproducer_arguments(p.runner)
+    from harness.contract.paths import resolve_model_path
+
+    arguments = p.engine.reproducer_arguments(p.runner, resolve_model_path(p.model))
     with ThreadPoolExecutor(max_workers=max(1, p.workers)) as pool:
         results = pool.map(lambda finding: reproduce(python, finding, arguments), p.engine.findings)
         return {finding.slug: result for finding, result in zip(p.engine.findings, results, strict=True)}

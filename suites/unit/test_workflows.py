@@ -8,6 +8,7 @@ GitHub at build time. The first test that needs the package installs it with npm
 
 from __future__ import annotations
 
+import ast
 import fcntl
 import functools
 import json
@@ -330,7 +331,7 @@ def test_the_nightly_runs_every_engine_beneath_its_fixes_at_the_ci_budget_with_e
     """Each engine's nox session runs every suite (the engine-configuration suite included: no --suite) as shipped
     and with --engine-fixes all, and the nightly engine workflow runs both sessions at the ci budget."""
     workflow = load(NIGHTLY_ENGINES)
-    [job] = workflow["jobs"].values()
+    job = workflow["jobs"]["engine"]
     assert sorted(job["strategy"]["matrix"]["session"]) == ["llamacpp", "vllm"]
     assert "cron" in workflow["on"]["schedule"][0]
     [nox_step] = [step for step in job["steps"] if "nox -s" in step.get("run", "")]
@@ -340,3 +341,25 @@ def test_the_nightly_runs_every_engine_beneath_its_fixes_at_the_ci_budget_with_e
         body = noxfile.split(f"def {session}(session: nox.Session)")[1].split("\n@nox.session")[0]
         assert '"none", "all"' in body and '"--engine-fixes", fixes' in body, session
         assert '"--suite"' not in body, f"nox -s {session} runs every suite, the engine suite included"
+
+
+def test_the_nightly_runs_the_findings_by_versions_matrix_on_every_engine_and_keeps_its_results():
+    """The nightly engine workflow's `versions` job runs `nox -s versions`, which runs `mtp-harness matrix` on five vLLM
+    releases and four llama.cpp releases, the pinned ones among them, and uploads what it wrote."""
+    from harness.subjects.engines.llamacpp.environment import VERSION as LLAMACPP_PINNED
+    from harness.subjects.engines.vllm.environment import VERSION as VLLM_PINNED
+
+    job = load(NIGHTLY_ENGINES)["jobs"]["versions"]
+    assert any(step.get("run", "").strip().endswith("nox -s versions") for step in job["steps"])
+    [upload] = [
+        step for step in uses(load(NIGHTLY_ENGINES), "actions/upload-artifact") if "matrix" in step["with"]["path"]
+    ]
+    assert upload["if"] == "always()"
+    noxfile = (ROOT / "noxfile.py").read_text()
+    releases = {
+        name: ast.literal_eval(value) for name, value in re.findall(r"^(\w+_RELEASES) = (\(.*\))$", noxfile, re.M)
+    }
+    assert len(releases["VLLM_RELEASES"]) >= 5 and VLLM_PINNED in releases["VLLM_RELEASES"]
+    assert len(releases["LLAMACPP_RELEASES"]) >= 4 and LLAMACPP_PINNED in releases["LLAMACPP_RELEASES"]
+    body = noxfile.split("def versions(session: nox.Session)")[1].split("\n@nox.session")[0]
+    assert '"mtp-harness", "matrix"' in body

@@ -54,9 +54,10 @@ class Engine:
     run's engine options need from source when it is not built yet (`mtp-harness run` calls it before the tests);
     alone: a server script that builds the engine as `server` does, installs no hook, and answers `generate` (the
     wire's requests decoded by the engine's own generate call, timed around that call) for the overhead probe
-    (`mtp-harness bench --job vllm`; None: no probe for this engine); reproducer_arguments: a runner (None: the
-    engine's default) -> the arguments of each finding's standalone reproducer (docs/findings/<slug>.py) run on it, as
-    `mtp-harness matrix` runs them on every release (None: its findings have no reproducer to run)."""
+    (`mtp-harness bench --job vllm`; None: no probe for this engine); reproducer_arguments: (a runner, None: the
+    engine's default; a model directory) -> the arguments of each finding's standalone reproducer
+    (docs/findings/<slug>.py) run on them, as `mtp-harness matrix` runs them on every release (None: its findings
+    have no reproducer to run)."""
 
     environment: EngineEnvironment
     decoders: Mapping[str, bool]
@@ -79,7 +80,7 @@ class Engine:
     build_record: Callable[[EngineOptions], dict[str, Any] | None] | None = None
     make_build: Callable[[EngineOptions, Callable[[str], None]], None] | None = None
     alone: Path | None = None
-    reproducer_arguments: Callable[[str | None], tuple[str, ...]] | None = None
+    reproducer_arguments: Callable[[str | None, Path], tuple[str, ...]] | None = None
 
     def __post_init__(self) -> None:
         if DEFAULT_CONFIGURATION not in self.configurations:

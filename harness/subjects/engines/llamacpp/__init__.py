@@ -24,6 +24,7 @@ from harness.subjects.engines.llamacpp.configurations import CONFIGURATIONS
 from harness.subjects.engines.llamacpp.environment import (
     DEFAULT_RUNNERS,
     ENVIRONMENT,
+    GGUF_FILE,
     RUNNERS,
     SERVER,
     SOURCE,
@@ -79,6 +80,6 @@ ENGINE = Engine(
     release_runner=WHEEL,
     build_record=build_record,
     make_build=make_build,
-    # each reproducer serves its own GGUF fixture (tiny-glm4-moe) with the release's wheel: no argument
-    reproducer_arguments=lambda runner: (),
+    # each reproducer serves the GGUF it is given (the model's) with the release's wheel
+    reproducer_arguments=lambda runner, model: (str(model / GGUF_FILE),),
 )

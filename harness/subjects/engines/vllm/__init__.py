@@ -61,6 +61,6 @@ ENGINE = Engine(
     default_runners=DEFAULT_RUNNERS,
     runner_problem=model_runner_problem,
     alone=GENERATE_ALONE,
-    # each reproducer takes vLLM's model runner (docs/findings/model_runner.py) and picks its own fixture
-    reproducer_arguments=lambda runner: ("--runner", runner or DEFAULT_RUNNERS["cpu"]),
+    # each reproducer takes vLLM's model runner (docs/findings/model_runner.py) and decodes the fixture its bug needs
+    reproducer_arguments=lambda runner, model: ("--runner", runner or DEFAULT_RUNNERS["cpu"]),
 )
