@@ -33,6 +33,7 @@ from harness.subjects.engines.environments import (
     ENGINE_INFO,
     VERSION_PATTERN,
     default_flavour,
+    directory_size,
     install,
     mtp_problem,
 )
@@ -177,7 +178,7 @@ def run_suites(p: MatrixPlan, version: str, directory: Path, verdicts_file: Path
     """`mtp-harness run` on one release, its findings watching where the matrix's reproducers found them; its exit
     code, seconds, judgement per suite, new failures and report (relative to the matrix's folder)."""
     from harness.report.judgement import judgement_records
-    from harness.report.versions import new_failures
+    from harness.report.versions import new_failures, watched_cases_run
 
     command = [sys.executable, "-m", "harness.commands.cli", "run", "--decoder", p.decoder, "--model", p.model]
     command += ["--engine-version", version, "--suite", p.suite, "--budget", p.budget, "-n", str(p.workers)]
@@ -199,6 +200,7 @@ def run_suites(p: MatrixPlan, version: str, directory: Path, verdicts_file: Path
         **record,
         "suites": judgement_records(results["cases"], results["run"]),
         "new_failures": new_failures(results.get("groups") or []),
+        "watched_run": watched_cases_run(p.engine.findings, Path(p.model).name, results["cases"]),
         "report": str(report.relative_to(directory.parent)) if report.is_file() else None,
     }
 
@@ -209,7 +211,7 @@ def matrix_record(p: MatrixPlan, header: dict[str, Any], columns: list[dict[str,
 
     for column in columns:
         column["totals"] = column_totals(column["run"]["suites"]) if column.get("run") else None
-    rows = finding_rows(p.engine.findings, columns, watched, Path(p.model).name, p.suite.split(","))
+    rows = finding_rows(p.engine.findings, columns, watched)
     return {"schema": SCHEMA, "matrix": header, "versions": columns, "findings": rows, "findings_url": findings_url()}
 
 
@@ -287,7 +289,10 @@ def run_matrix(args: argparse.Namespace) -> int:
 
 
 def _install_record(info: dict[str, Any]) -> dict[str, Any]:
-    return {"seconds": info.get("install_seconds"), "size_bytes": info.get("size_bytes", 0), "home": info.get("home")}
+    """A release's environment: install time, size (measured now for an install older than its record of it)."""
+    home = Path(info["python"]).parent.parent
+    size = info.get("size_bytes") or directory_size(home)
+    return {"seconds": info.get("install_seconds"), "size_bytes": size, "home": str(home)}
 
 
 def matrix_text(record: dict[str, Any]) -> str:

@@ -14,7 +14,7 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
 from harness.subjects.engines.finding_versions import COULD_NOT_RUN, NOT_REPRODUCED, REPRODUCED
-from harness.subjects.engines.findings import Finding
+from harness.subjects.engines.findings import Finding, suite_relative
 
 SCHEMA = 1
 
@@ -26,7 +26,7 @@ class FindingCell:
     reproducer: str | None  # REPRODUCED, NOT_REPRODUCED, COULD_NOT_RUN; None: not run (no clone, no reproducer)
     watched: bool  # the run's findings watched this release (the reproducer's verdict decides)
     expected_failures: int  # the run's cases this finding's signature explained
-    reaches: bool  # the finding watches tests of this model in the suites that ran
+    reaches: bool  # cases the finding watches ran (were not skipped) in the suites' run
     ran: bool  # the suites ran on this release
 
     @property
@@ -36,7 +36,7 @@ class FindingCell:
         if self.reproducer in (None, COULD_NOT_RUN) or not self.ran:
             return None
         if self.reproducer == REPRODUCED:
-            return self.expected_failures > 0 or not self.reaches
+            return self.expected_failures > 0 or not self.reaches  # none of its watched cases ran: nothing to see
         return self.expected_failures == 0
 
     def to_record(self) -> dict[str, Any]:
@@ -49,15 +49,11 @@ class FindingCell:
         }
 
 
-def reaches(finding: Finding, model: str, suites: Iterable[str]) -> bool:
-    """Does `finding` watch a test of `model` in one of `suites` (node-id patterns start with the suite's folder)?"""
-    patterns = [
-        pattern
-        for table in (finding.failing, finding.may_fail)
-        for key in (model, "*")
-        for pattern in table.get(key, ())
-    ]
-    return any(pattern.startswith(f"{suite}/") or pattern.startswith("*") for pattern in patterns for suite in suites)
+def watched_cases_run(findings: Sequence[Finding], model: str, cases: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+    """Per finding, the cases of a run it watches on `model` that ran (not skipped): where its bug could show. A
+    finding whose watched tests all skipped (llama.cpp's wheel cannot force drafts) could not be seen by the suites."""
+    ran = [suite_relative(case["nodeid"]) for case in cases if case["outcome"] != "skipped"]
+    return {finding.slug: sum(1 for test_id in ran if finding.fails(model, test_id)) for finding in findings}
 
 
 def expected_failures_of(suites: Sequence[Mapping[str, Any]], slug: str) -> int:
@@ -66,14 +62,10 @@ def expected_failures_of(suites: Sequence[Mapping[str, Any]], slug: str) -> int:
 
 
 def finding_rows(
-    findings: Sequence[Finding],
-    columns: Sequence[Mapping[str, Any]],
-    watched: Mapping[str, Sequence[str]],
-    model: str,
-    suites: Sequence[str],
+    findings: Sequence[Finding], columns: Sequence[Mapping[str, Any]], watched: Mapping[str, Sequence[str]]
 ) -> list[dict[str, Any]]:
-    """A row per finding: slug, title, found_in and a cell per release column (versions.json's `versions`);
-    `watched`: slug -> the releases the run's findings watched."""
+    """A row per finding: slug, title, found_in and a cell per release column (versions.json's `versions`, each run
+    with its `watched_run`); `watched`: slug -> the releases the run's findings watched."""
     rows = []
     for finding in findings:
         cells = {}
@@ -84,7 +76,7 @@ def finding_rows(
                 reproducer=verdict,
                 watched=column["version"] in watched.get(finding.slug, ()),
                 expected_failures=expected_failures_of(run.get("suites") or [], finding.slug),
-                reaches=reaches(finding, model, suites),
+                reaches=run.get("watched_run", {}).get(finding.slug, 0) > 0,
                 ran=bool(run.get("suites")),
             )
             cells[column["version"]] = cell.to_record()

@@ -19,6 +19,7 @@ from harness.report.versions import (
     finding_rows,
     render_versions_page,
     versions_markdown,
+    watched_cases_run,
 )
 from harness.subjects.engines import finding_versions
 from harness.subjects.engines.environments import EngineEnvironment, Flavour, mtp_problem
@@ -203,6 +204,7 @@ def column(version, verdict, explained, groups=()):
         "run": {
             "suites": suites,
             "new_failures": list(groups),
+            "watched_run": {"x-bug": 3},
             "exit_code": 0,
             "seconds": 12.0,
             "report": f"{version}/r/index.html",
@@ -231,7 +233,7 @@ def test_each_finding_row_puts_the_reproducer_beside_the_suites_and_the_page_esc
             "reproducer_command": "python repro_1.py",
         }
     ]
-    rows = finding_rows([FINDING], columns, {"x-bug": ("1.2",)}, "tiny", ["greedy"])
+    rows = finding_rows([FINDING], columns, {"x-bug": ("1.2",)})
     assert rows[0]["cells"]["1.0"] == {
         "reproducer": NOT_REPRODUCED,
         "watched": False,
@@ -260,9 +262,22 @@ def test_the_page_of_a_matrix_half_way_shows_the_releases_not_run_yet():
         "run": None,
         "totals": None,
     }
-    rows = finding_rows([FINDING], [done, waiting], {}, "tiny", ["greedy"])
+    rows = finding_rows([FINDING], [done, waiting], {})
     assert rows[0]["cells"]["1.2"]["agrees"] is None
     matrix = matrix_of([done, waiting], rows, finished=None)
     page = render_versions_page(matrix)
     assert "(still running)" in page and "not run" in page
     assert "| suites' run | 12.0 s | not run |" in versions_markdown(matrix)
+
+
+def test_a_finding_whose_watched_cases_all_skipped_could_not_be_seen_by_the_suites():
+    cases = [
+        {"nodeid": "suites/greedy/test_a.py::test_b[p1]", "outcome": "skipped"},
+        {"nodeid": "suites/greedy/test_a.py::test_b[p2]", "outcome": "passed"},
+        {"nodeid": "suites/greedy/test_a.py::test_b[p3]", "outcome": "xfailed"},
+        {"nodeid": "suites/greedy/test_other.py::test_c", "outcome": "failed"},
+    ]
+    assert watched_cases_run([FINDING], "tiny", cases) == {"x-bug": 2}
+    skipped = column("1.2", REPRODUCED, 0)
+    skipped["run"]["watched_run"] = watched_cases_run([FINDING], "tiny", cases[:1])
+    assert finding_rows([FINDING], [skipped], {"x-bug": ("1.2",)})[0]["cells"]["1.2"]["agrees"] is True
