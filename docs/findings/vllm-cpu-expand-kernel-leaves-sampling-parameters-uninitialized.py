@@ -36,13 +36,18 @@ MODEL = ARGS.model
 # Part 1: expand_batch_to_tokens is how V1's RejectionSampler spreads each request's temperature (and top-k, top-p)
 # over its draft positions before dividing the target logits by it (rejection_sampler.py, apply_sampling_constraints).
 uninitialised = False
-# the CPU kernels that replace Triton's (the expand kernel at fault among them) came with vLLM 0.31.0: a release
-# without them has no such kernel to call, and part 2 alone says whether its output changes
+# The CPU kernel at fault replaces Triton's at start-up: through the platform's register_triton_kernel_overrides from
+# vLLM 0.31.0 on; before it, CPUModelRunner._postprocess_triton sets rejection_sampler.expand_kernel to the same
+# vllm.utils.cpu_triton_utils.expand_kernel (vllm/v1/worker/cpu_model_runner.py:115 in 0.28.0 and 0.29.0, :114 in
+# 0.30.0)
 overrides = getattr(current_platform, "register_triton_kernel_overrides", None)
-if ARGS.runner == "v1" and overrides is None:
-    print("part 1: skipped: this vLLM release has no CPU kernel overrides (register_triton_kernel_overrides)")
-elif ARGS.runner == "v1":
-    overrides()  # what the CPU worker does at start-up
+if ARGS.runner == "v1":
+    if overrides is not None:
+        overrides()  # what the CPU worker does at start-up
+    else:
+        import vllm.utils.cpu_triton_utils as cpu_tl
+
+        rejection_sampler.expand_kernel = cpu_tl.expand_kernel  # what the CPU model runner does at start-up
     temperature = torch.tensor([0.7, 1.3])
     cu_num_draft_tokens = torch.tensor([2, 4], dtype=torch.int32)
     expanded = rejection_sampler.expand_batch_to_tokens(
