@@ -59,6 +59,7 @@ class MatrixPlan:
     runner: str | None
     flavour: str
     workers: int
+    max_failures: int  # a release's run stops after this many failures no finding explains (pytest --maxfail)
 
 
 def parse_versions(text: str) -> tuple[str, ...]:
@@ -93,7 +94,11 @@ def plan(args: argparse.Namespace) -> MatrixPlan:
     if runner is not None and runner == engine.source_runner:
         raise HarnessError(f"--runner {runner}: built from the pinned release's source only, not across releases")
     check_model(args.model, CLI)
-    return MatrixPlan(engine, args.decoder, args.model, versions, suite, args.budget, runner, flavour, args.workers)
+    if args.max_failures < 1:
+        raise HarnessError(f"--max-failures {args.max_failures}: at least 1")
+    return MatrixPlan(
+        engine, args.decoder, args.model, versions, suite, args.budget, runner, flavour, args.workers, args.max_failures
+    )
 
 
 def install_all(p: MatrixPlan, log: Callable[[str], None]) -> dict[str, dict[str, Any]]:
@@ -183,6 +188,7 @@ def run_suites(p: MatrixPlan, version: str, directory: Path, verdicts_file: Path
     command = [sys.executable, "-m", "harness.commands.cli", "run", "--decoder", p.decoder, "--model", p.model]
     command += ["--engine-version", version, "--suite", p.suite, "--budget", p.budget, "-n", str(p.workers)]
     command += ["--report-dir", str(directory)] + (["--engine-runner", p.runner] if p.runner else [])
+    command += ["--", f"--maxfail={p.max_failures}"]
     env = {**os.environ, finding_versions.VARIABLE: str(verdicts_file)}
     directory.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
@@ -196,8 +202,11 @@ def run_suites(p: MatrixPlan, version: str, directory: Path, verdicts_file: Path
         return {**record, "suites": [], "new_failures": [], "error": tail[0]}
     results = json.loads(runs[-1].read_text())
     report = runs[-1].parent / "index.html"
+    failed = sum(1 for case in results["cases"] if case["outcome"] in ("failed", "error"))
     return {
         **record,
+        # a release that fails this much is unsafe whatever the rest says: its run stopped there
+        "stopped_after_failures": p.max_failures if failed >= p.max_failures else None,
         "suites": judgement_records(results["cases"], results["run"]),
         "new_failures": new_failures(results.get("groups") or []),
         "watched_run": watched_cases_run(p.engine.findings, Path(p.model).name, results["cases"]),
@@ -304,7 +313,9 @@ def matrix_text(record: dict[str, Any]) -> str:
         totals = column.get("totals") or {}
         cells = ", ".join(f"{key} {value}" for key, value in totals.items())
         new = len((column.get("run") or {}).get("new_failures") or [])
-        lines.append(f"{column['version']}: {cells or 'not run'}; {new} new failure group(s)")
+        stopped = (column.get("run") or {}).get("stopped_after_failures")
+        where = f"; STOPPED after {stopped} failures no finding explains" if stopped else ""
+        lines.append(f"{column['version']}: {cells or 'not run'}; {new} new failure group(s){where}")
     for row in record["findings"]:
         by_version = "; ".join(
             f"{version} {cell['reproducer'] or '-'}/{cell['expected_failures']}"
@@ -329,6 +340,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--flavour", choices=["cpu", "cuda"], default=None, help="the engines' flavour")
     parser.add_argument("-n", "--workers", type=int, default=2, help="pytest-xdist workers and reproducers at once")
+    parser.add_argument(
+        "--max-failures",
+        type=int,
+        default=50,
+        help="a release's run stops after this many failures no finding explains (an engine that fails every request "
+        "would otherwise restart for each case); the page says where it stopped (default 50)",
+    )
     parser.add_argument("--report-dir", type=Path, default=REPORTS, help="where matrix-<time>/ goes")
     parser.add_argument(
         "--record",

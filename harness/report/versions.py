@@ -112,6 +112,13 @@ def render_versions_page(matrix: Mapping[str, Any]) -> str:
     return environment.get_template("versions.html.j2").render(matrix=matrix, labels=labels)
 
 
+def _run_cell(run: Mapping[str, Any] | None) -> str:
+    if not run:
+        return "not run"
+    stopped = run.get("stopped_after_failures")
+    return f"{run['seconds']} s" + (f", stopped after {stopped} failures no finding explains" if stopped else "")
+
+
 def versions_markdown(matrix: Mapping[str, Any]) -> str:
     """The matrix as markdown tables (what docs/measurements/versions.md pastes): a column per release; the counts,
     then a row per finding with its reproducer's verdict / the suites' expected failures of it."""
@@ -134,7 +141,7 @@ def versions_markdown(matrix: Mapping[str, Any]) -> str:
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     new = [str(len((column.get("run") or {}).get("new_failures") or [])) for column in columns]
     lines.append("| new failure groups | " + " | ".join(new) + " |")
-    seconds = [f"{column['run']['seconds']} s" if column.get("run") else "not run" for column in columns]
+    seconds = [_run_cell(column.get("run")) for column in columns]
     lines.append("| suites' run | " + " | ".join(seconds) + " |")
     lines += ["", head.replace("| |", "| finding (reproducer / suites' expected failures) |", 1), rule]
     for row in matrix["findings"]:

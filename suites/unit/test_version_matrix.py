@@ -69,6 +69,7 @@ def test_releases_are_release_numbers_given_once():
         (["--decoder", "vllm-mtp", "--versions", "0.31.0", "--runner", "v9"], "--runner v9: vllm has the runners"),
         (["--decoder", "llamacpp-mtp", "--versions", "1.0", "--runner", "source"], "built from the pinned release"),
         (["--decoder", "vllm-mtp", "--versions", "0.31.0", "--model", "/nowhere"], "--model /nowhere"),
+        (["--decoder", "vllm-mtp", "--versions", "0.31.0", "--max-failures", "0"], "--max-failures 0: at least 1"),
     ],
 )
 def test_the_door_stops_bad_input_with_one_line_naming_it(argv, message, capsys, monkeypatch, tmp_path):
@@ -268,6 +269,11 @@ def test_the_page_of_a_matrix_half_way_shows_the_releases_not_run_yet():
     page = render_versions_page(matrix)
     assert "(still running)" in page and "not run" in page
     assert "| suites' run | 12.0 s | not run |" in versions_markdown(matrix)
+    done["run"]["stopped_after_failures"] = 50  # an engine that fails every request: its run stopped
+    assert "| suites' run | 12.0 s, stopped after 50 failures no finding explains | not run |" in versions_markdown(
+        matrix
+    )
+    assert "stopped after 50 failures no finding explains" in render_versions_page(matrix)
 
 
 def test_a_finding_whose_watched_cases_all_skipped_could_not_be_seen_by_the_suites():
