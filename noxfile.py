@@ -12,8 +12,8 @@
     nox -s vllm_v2        the same on vLLM's Model Runner V2 (Triton's interpreter on CPU; smoke, sampling TV 0.2)
     nox -s llamacpp       llama.cpp's environments (wheel, builds), then the suites against llamacpp-mtp both ways
     nox -s transformers   the suites against transformers' own MTP implementations
-    nox -s versions       the findings-by-versions matrix: vLLM's and llama.cpp's releases, each with every finding's
-                          reproducer and the greedy suite (mtp-harness matrix)
+    nox -s versions_vllm  the findings-by-releases matrix on vLLM's releases: every finding's reproducer and the
+                          greedy suite on each (mtp-harness matrix); versions_llamacpp: the same on llama.cpp's
 
 Extra pytest arguments go after `--`, e.g. `nox -s greedy -- --harness-decoder transformers-mtp`.
 """
@@ -171,21 +171,28 @@ VLLM_RELEASES = ("0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0")
 LLAMACPP_RELEASES = ("2026.8.10566", "2026.9.10809", "2026.9.11063", "2026.10.11549")
 
 
-@nox.session
-def versions(session: nox.Session) -> None:
-    """Which engine releases are safe with MTP: `mtp-harness matrix` on vLLM's releases (tiny-mimo) and llama.cpp's
-    (tiny-deepseek-v3, its wheels), each installed beside the others, every finding's reproducer and the greedy suite at
-    the smoke budget on each; versions.json, versions.md and the page in reports/matrix-<time>/. Options after `--`
-    go to `mtp-harness matrix`, e.g. `-- --suite greedy,invariants --budget ci`."""
+def run_matrix(session: nox.Session, decoder: str, model: str, releases: tuple[str, ...]) -> None:
     install(session)
-    for decoder, model, releases in (
-        ("vllm-mtp", "tiny-mimo", VLLM_RELEASES),
-        ("llamacpp-mtp", "tiny-deepseek-v3", LLAMACPP_RELEASES),
-    ):
-        session.run(
-            "mtp-harness", "matrix", "--decoder", decoder, "--model", model, "--versions", ",".join(releases),
-            *session.posargs,
-        )  # fmt: skip
+    session.run(
+        "mtp-harness", "matrix", "--decoder", decoder, "--model", model, "--versions", ",".join(releases),
+        *session.posargs,
+    )  # fmt: skip
+
+
+@nox.session
+def versions_vllm(session: nox.Session) -> None:
+    """Which vLLM releases are safe with MTP: `mtp-harness matrix` on VLLM_RELEASES (tiny-mimo, Model Runner V1), each
+    installed beside the others (3.2-3.3 GiB each), every finding's reproducer and the greedy suite at the smoke
+    budget on each; versions.json, versions.md and the page in reports/matrix-<time>/. Options after `--` go to
+    `mtp-harness matrix`, e.g. `-- --suite greedy,invariants --budget ci`."""
+    run_matrix(session, "vllm-mtp", "tiny-mimo", VLLM_RELEASES)
+
+
+@nox.session
+def versions_llamacpp(session: nox.Session) -> None:
+    """Which llama.cpp releases are safe with MTP: `mtp-harness matrix` on LLAMACPP_RELEASES (their wheels,
+    tiny-deepseek-v3), as `versions_vllm` does."""
+    run_matrix(session, "llamacpp-mtp", "tiny-deepseek-v3", LLAMACPP_RELEASES)
 
 
 @nox.session

@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import shlex
 import subprocess
 import sys
@@ -26,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.contract.budget import BUDGETS
 from harness.contract.errors import HarnessError
-from harness.contract.paths import REPO_ROOT, REPORTS
+from harness.contract.paths import REPO_ROOT, REPORTS, resolve_model_path
 from harness.contract.suites import parse_suites
 from harness.subjects.engines import finding_versions
 from harness.subjects.engines.environments import (
@@ -38,12 +37,12 @@ from harness.subjects.engines.environments import (
     mtp_problem,
 )
 from harness.subjects.engines.findings import FINDINGS_DIR, Finding
+from harness.subjects.engines.reproducer_verdict import reproducer_verdict
 
 if TYPE_CHECKING:
     from harness.subjects.engines.engine import Engine
 
 REPRODUCER_TIMEOUT_S = 900
-VERDICT_LINES = {"BUG REPRODUCED": finding_versions.REPRODUCED, "not reproduced": finding_versions.NOT_REPRODUCED}
 
 
 @dataclass(frozen=True)
@@ -96,6 +95,8 @@ def plan(args: argparse.Namespace) -> MatrixPlan:
     check_model(args.model, CLI)
     if args.max_failures < 1:
         raise HarnessError(f"--max-failures {args.max_failures}: at least 1")
+    if args.record and REPO_ROOT is None:
+        raise HarnessError("--record writes the clone's finding_versions.json; this harness is installed, not a clone")
     return MatrixPlan(
         engine, args.decoder, args.model, versions, suite, args.budget, runner, flavour, args.workers, args.max_failures
     )
@@ -118,7 +119,7 @@ def install_all(p: MatrixPlan, log: Callable[[str], None]) -> dict[str, dict[str
 def reproduce(python: str, finding: Finding, arguments: tuple[str, ...]) -> dict[str, Any]:
     """One finding's reproducer against one release: its verdict (finding_versions.VERDICTS), exit code, seconds and
     the line it said it with (or why it could not run)."""
-    script = (REPO_ROOT or Path()) / FINDINGS_DIR / f"{finding.slug}.py"
+    script = Path(str(REPO_ROOT)) / FINDINGS_DIR / f"{finding.slug}.py"  # reproduce_all runs in a clone only
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     started = time.monotonic()
     try:
@@ -134,49 +135,31 @@ def reproduce(python: str, finding: Finding, arguments: tuple[str, ...]) -> dict
     except subprocess.TimeoutExpired:
         timed_out = f"timed out after {REPRODUCER_TIMEOUT_S} s"
         return {"verdict": finding_versions.COULD_NOT_RUN, "exit_code": None, "line": timed_out}
+    except OSError as error:  # the script or the release's Python could not be started
+        return {
+            "verdict": finding_versions.COULD_NOT_RUN,
+            "exit_code": None,
+            "line": f"{type(error).__name__}: {error}",
+        }
     verdict = reproducer_verdict(done.returncode, done.stdout, done.stderr)
     return {**verdict, "seconds": round(time.monotonic() - started, 1)}
 
 
-def reproducer_verdict(exit_code: int, stdout: str, stderr: str) -> dict[str, Any]:
-    """A reproducer's verdict from what it printed: BUG REPRODUCED with exit 1, not reproduced with exit 0 (its last
-    such line); anything else could not run, with its last line of errors."""
-    said = [line for line in stdout.splitlines() if line.startswith(tuple(VERDICT_LINES))]
-    expected_exit = {finding_versions.REPRODUCED: 1, finding_versions.NOT_REPRODUCED: 0}
-    if said:
-        verdict = next(v for prefix, v in VERDICT_LINES.items() if said[-1].startswith(prefix))
-        if exit_code == expected_exit[verdict]:
-            return {"verdict": verdict, "exit_code": exit_code, "line": said[-1][:300]}
-    why = why_it_stopped(exit_code, stderr)
-    return {"verdict": finding_versions.COULD_NOT_RUN, "exit_code": exit_code, "line": why}
-
-
-def why_it_stopped(exit_code: int, stderr: str) -> str:
-    """The line that says why a reproducer gave no verdict: the last line of its errors that names an error, an
-    assertion or an abort (an engine that crashes prints a debugger's backtrace after it), else its last line."""
-    lines = [line.strip() for line in stderr.strip().splitlines() if line.strip() and not DEBUGGER.match(line.strip())]
-    named = [line for line in lines if ERROR_WORDS.search(line)]
-    signal = f"killed by signal {-exit_code}: " if exit_code < 0 else ""
-    return (signal + (named or lines or ["no output"])[-1])[:300]
-
-
-ERROR_WORDS = re.compile(r"error|exception|assert|abort|segmentation|failed|does not support", re.IGNORECASE)
-# what a debugger prints after a native crash (llama.cpp's ggml_abort runs gdb): frames, missing sources, notices
-DEBUGGER = re.compile(
-    r"^(#\d+ |\d+\s.*: No such file or directory\.$|warning: File .*auto-load|\[Inferior \d|\[New |\[Thread )"
-)
+def applicable(p: MatrixPlan) -> list[Finding]:
+    """The findings a matrix can measure: shown on its flavour and runner. Another's reproducer would say `not
+    reproduced` where its record never claimed the bug, and recording that would stop it watching the release."""
+    return [f for f in p.engine.findings if p.flavour in f.flavours and (not f.runners or p.runner in f.runners)]
 
 
 def reproduce_all(p: MatrixPlan, python: str) -> dict[str, dict[str, Any]]:
-    """Every finding's reproducer on one release, side by side (one per core); slug -> its result."""
+    """The applicable findings' reproducers on one release, -n at once; slug -> its result."""
     if REPO_ROOT is None or p.engine.reproducer_arguments is None:
         return {}
-    from harness.contract.paths import resolve_model_path
-
     arguments = p.engine.reproducer_arguments(p.runner, resolve_model_path(p.model))
+    findings = applicable(p)
     with ThreadPoolExecutor(max_workers=max(1, p.workers)) as pool:
-        results = pool.map(lambda finding: reproduce(python, finding, arguments), p.engine.findings)
-        return {finding.slug: result for finding, result in zip(p.engine.findings, results, strict=True)}
+        results = pool.map(lambda finding: reproduce(python, finding, arguments), findings)
+        return {finding.slug: result for finding, result in zip(findings, results, strict=True)}
 
 
 def run_suites(p: MatrixPlan, version: str, directory: Path, verdicts_file: Path) -> dict[str, Any]:
@@ -195,7 +178,11 @@ def run_suites(p: MatrixPlan, version: str, directory: Path, verdicts_file: Path
     with (directory / "run.log").open("w") as log:
         code = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, env=env, check=False).returncode
     seconds = round(time.monotonic() - started, 1)
-    record: dict[str, Any] = {"command": shlex.join(command[2:]), "exit_code": code, "seconds": seconds}
+    record: dict[str, Any] = {
+        "command": shlex.join(["mtp-harness", *command[3:]]),
+        "exit_code": code,
+        "seconds": seconds,
+    }
     runs = sorted(directory.glob("*/results.json"))
     if not runs:
         tail = (directory / "run.log").read_text().strip().splitlines()[-1:] or ["no output"]
@@ -209,7 +196,7 @@ def run_suites(p: MatrixPlan, version: str, directory: Path, verdicts_file: Path
         "stopped_after_failures": p.max_failures if failed >= p.max_failures else None,
         "suites": judgement_records(results["cases"], results["run"]),
         "new_failures": new_failures(results.get("groups") or []),
-        "watched_run": watched_cases_run(p.engine.findings, Path(p.model).name, results["cases"]),
+        "watched_run": watched_cases_run(p.engine.findings, resolve_model_path(p.model).name, results["cases"]),
         "report": str(report.relative_to(directory.parent)) if report.is_file() else None,
     }
 
@@ -219,7 +206,8 @@ def matrix_record(p: MatrixPlan, header: dict[str, Any], columns: list[dict[str,
     from harness.report.versions import SCHEMA, column_totals, finding_rows
 
     for column in columns:
-        column["totals"] = column_totals(column["run"]["suites"]) if column.get("run") else None
+        run = column.get("run")
+        column["totals"] = column_totals(run["suites"]) if run and run["suites"] else None
     rows = finding_rows(p.engine.findings, columns, watched)
     return {"schema": SCHEMA, "matrix": header, "versions": columns, "findings": rows, "findings_url": findings_url()}
 
@@ -248,7 +236,9 @@ def run_matrix(args: argparse.Namespace) -> int:
     try:
         installed = install_all(p, log)
     except HarnessError as error:
-        print(f"mtp-harness matrix: {str(error).splitlines()[0]}", file=sys.stderr)
+        lines = [line for line in str(error).splitlines() if line.strip()] or ["install failed"]
+        said = lines[0] if len(lines) == 1 else f"{lines[0]} ... {lines[-1].strip()}"  # the command, then pip's words
+        print(f"mtp-harness matrix: {said}", file=sys.stderr)
         return 1
     directory = args.report_dir / time.strftime("matrix-%Y%m%d-%H%M%S")
     directory.mkdir(parents=True)

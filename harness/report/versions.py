@@ -108,7 +108,12 @@ def render_versions_page(matrix: Mapping[str, Any]) -> str:
     environment = Environment(
         loader=PackageLoader("harness.report", "templates"), autoescape=True, undefined=StrictUndefined
     )
-    labels = {REPRODUCED: "reproduced", NOT_REPRODUCED: "not reproduced", COULD_NOT_RUN: "could not run", None: "—"}
+    labels = {
+        REPRODUCED: "reproduced",
+        NOT_REPRODUCED: "not reproduced",
+        COULD_NOT_RUN: "could not run",
+        None: "not run (not shown on this runner or flavour, or no clone)",
+    }
     return environment.get_template("versions.html.j2").render(matrix=matrix, labels=labels)
 
 
@@ -150,6 +155,6 @@ def versions_markdown(matrix: Mapping[str, Any]) -> str:
             cell = row["cells"][column["version"]]
             suites = str(cell["expected_failures"]) if cell["watched"] else "not watched"
             mark = " **disagree**" if cell["agrees"] is False else ""
-            cells.append(f"{cell['reproducer'] or '—'} / {suites}{mark}")
+            cells.append(f"{cell['reproducer'] or 'not run'} / {suites}{mark}")
         lines.append(f"| `{row['slug']}` | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"

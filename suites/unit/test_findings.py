@@ -72,9 +72,9 @@ def test_every_finding_has_its_write_up_and_reproducer(findings, engine):
         assert (REPO_ROOT / finding.document.replace(".md", ".py")).is_file(), f"{finding.slug}: no reproducer"
         text = document.read_text()
         assert "## Root cause" in text and f"## Reproducer ({engine} alone)" in text and finding.found_in in text
-        # the releases it watches, measured by `mtp-harness matrix`, are named in its Releases section
+        # the releases it watches, measured by `mtp-harness matrix`, are the ones its Releases section names
         releases = text.split("## Releases", 1)[1].split("\n## ", 1)[0] if "## Releases" in text else ""
-        assert all(version in releases for version in finding.versions), (finding.slug, finding.versions)
+        assert f"So it watches {', '.join(finding.versions)}." in releases, (finding.slug, finding.versions)
 
 
 class InstalledAt(EngineEnvironment):

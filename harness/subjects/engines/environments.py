@@ -123,6 +123,7 @@ class EngineEnvironment:
 
 
 NO_MTP = 5  # the exit status of an MTP probe on a release without MTP
+MTP_PROBE_TIMEOUT_S = 600  # an engine import that hangs must not hang what waits for it
 
 
 def mtp_problem(environment: EngineEnvironment, flavour_name: str, version: str | None) -> str | None:
@@ -131,8 +132,17 @@ def mtp_problem(environment: EngineEnvironment, flavour_name: str, version: str 
     if not environment.mtp_probe:
         return None
     python = environment.python(flavour_name, version)
-    done = subprocess.run([str(python), "-c", environment.mtp_probe], capture_output=True, text=True, check=False)
     release = version or environment.flavour(flavour_name).version
+    try:
+        done = subprocess.run(
+            [str(python), "-c", environment.mtp_probe],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=MTP_PROBE_TIMEOUT_S,
+        )
+    except subprocess.TimeoutExpired:
+        return f"{environment.name} {release} could not be probed for MTP (its probe ran past {MTP_PROBE_TIMEOUT_S} s)"
     if done.returncode == NO_MTP:
         return f"{environment.name} {release} has no MTP speculation ({done.stdout.strip() or 'its probe said so'})"
     if done.returncode != 0:

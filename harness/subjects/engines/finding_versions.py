@@ -43,10 +43,14 @@ def _read(path: str, modified_ns: int) -> Verdicts:
 
 
 def merged(old: Verdicts, new: Mapping[str, Mapping[str, str]]) -> Verdicts:
-    """`old` with every verdict of `new` in its place (a release measured again takes its newest verdict)."""
+    """`old` with every verdict of `new` in its place: a release measured again takes its newest verdict, except that
+    a reproducer that could not run leaves an earlier definite verdict standing."""
     result = {slug: dict(by_version) for slug, by_version in old.items()}
     for slug, by_version in new.items():
-        result.setdefault(slug, {}).update(by_version)
+        kept = result.setdefault(slug, {})
+        for version, verdict in by_version.items():
+            if verdict != COULD_NOT_RUN or kept.get(version, COULD_NOT_RUN) == COULD_NOT_RUN:
+                kept[version] = verdict
     return result
 
 
@@ -64,7 +68,7 @@ def watched_versions(slug: str, found_in: str, verdicts: Verdicts | None = None)
     reproduced the bug on."""
     by_version = (read_verdicts() if verdicts is None else verdicts).get(slug, {})
     watched = {version for version, verdict in by_version.items() if verdict == REPRODUCED}
-    if by_version.get(found_in, REPRODUCED) == REPRODUCED:
+    if by_version.get(found_in) != NOT_REPRODUCED:  # a reproducer that could not run there proves nothing
         watched.add(found_in)
     return tuple(sorted(watched, key=release_key))
 
