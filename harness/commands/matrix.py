@@ -189,12 +189,13 @@ def run_suites(p: MatrixPlan, version: str, directory: Path, verdicts_file: Path
         return {**record, "suites": [], "new_failures": [], "error": tail[0]}
     results = json.loads(runs[-1].read_text())
     report = runs[-1].parent / "index.html"
-    failed = sum(1 for case in results["cases"] if case["outcome"] in ("failed", "error"))
+    suites = judgement_records(results["cases"], results["run"])
+    failed = sum(suite["failed"] for suite in suites)  # errors included, as the judgement counts them
     return {
         **record,
         # a release that fails this much is unsafe whatever the rest says: its run stopped there
         "stopped_after_failures": p.max_failures if failed >= p.max_failures else None,
-        "suites": judgement_records(results["cases"], results["run"]),
+        "suites": suites,
         "new_failures": new_failures(results.get("groups") or []),
         "watched_run": watched_cases_run(p.engine.findings, resolve_model_path(p.model).name, results["cases"]),
         "report": str(report.relative_to(directory.parent)) if report.is_file() else None,

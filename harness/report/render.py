@@ -15,12 +15,10 @@ import shlex
 import tempfile
 from collections import Counter
 from collections.abc import Iterable
-from functools import cache
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
 from harness.contract.records import (
@@ -36,6 +34,7 @@ from harness.report import charts
 from harness.report.coverage import greedy_coverage
 from harness.report.engine_evidence import required_counters
 from harness.report.judgement import NOT_JUDGED, beneath_command, judge
+from harness.report.page_templates import templates
 from harness.report.timeline import timeline_svg
 
 OUTCOMES = ("passed", "failed", "error", "skipped", "xfailed", "near-tie")
@@ -49,7 +48,7 @@ MISSING = "—"
 
 def render_report(results: Results) -> str:
     """The report page for a results dict (schema 1), as one self-contained HTML string."""
-    return _environment().get_template("report.html.j2").render(**_page(results))
+    return templates().get_template("report.html.j2").render(**_page(results))
 
 
 def write_report(results: Results, run_dir: Path) -> Path:
@@ -86,18 +85,6 @@ def _write_atomically(path: Path, text: str) -> None:
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
-
-
-@cache
-def _environment() -> Environment:
-    return Environment(
-        loader=PackageLoader("harness.report", "templates"),
-        autoescape=True,
-        undefined=StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-    )
 
 
 # ---- formatting -----------------------------------------------------------------------------------------

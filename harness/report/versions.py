@@ -11,8 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from jinja2 import Environment, PackageLoader, StrictUndefined
-
+from harness.report.page_templates import templates
 from harness.subjects.engines.finding_versions import COULD_NOT_RUN, NOT_REPRODUCED, REPRODUCED
 from harness.subjects.engines.findings import Finding, suite_relative
 
@@ -105,16 +104,13 @@ def disagreements(rows: Sequence[Mapping[str, Any]]) -> list[tuple[str, str]]:
 
 def render_versions_page(matrix: Mapping[str, Any]) -> str:
     """The matrix's HTML page (versions.json's content)."""
-    environment = Environment(
-        loader=PackageLoader("harness.report", "templates"), autoescape=True, undefined=StrictUndefined
-    )
     labels = {
         REPRODUCED: "reproduced",
         NOT_REPRODUCED: "not reproduced",
         COULD_NOT_RUN: "could not run",
         None: "not run (not shown on this runner or flavour, or no clone)",
     }
-    return environment.get_template("versions.html.j2").render(matrix=matrix, labels=labels)
+    return templates().get_template("versions.html.j2").render(matrix=matrix, labels=labels)
 
 
 def _run_cell(run: Mapping[str, Any] | None) -> str:
