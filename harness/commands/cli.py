@@ -340,7 +340,7 @@ def run(args: argparse.Namespace) -> int:
     except HarnessError as error:
         print(f"mtp-harness run: {error}", file=sys.stderr)
         return USAGE_ERROR
-    engine = engine_of_decoder(options.decoder)
+    engine = engine_of_decoder(options.decoder, options.engine.version)
     if engine is not None and engine.make_build is not None:  # built from source: made first when missing
         try:
             engine.make_build(options.engine, lambda line: print(f"mtp-harness run: {line}", flush=True))
@@ -459,11 +459,16 @@ def engine(args: argparse.Namespace) -> int:
         return engine_list()
     try:
         if args.name is None:
-            raise HarnessError(f"`engine {args.action}` needs an engine name (vllm, llama.cpp)")
+            raise HarnessError(f"`engine {args.action}` needs an engine name (vllm, llama.cpp, transformers)")
         record = engine_named(args.name)
         environment = record.environment
         flavour = args.flavour or default_flavour(environment)
-        environment.flavour(flavour, args.version)  # a version that is no release number stops here
+        pinned = environment.flavour(flavour, args.version) == environment.flavour(flavour)  # no release number: stops
+        if record.pinned_in_process and pinned and args.action == "install":
+            raise HarnessError(
+                f"{record.name} {environment.flavour(flavour).version} is the harness's own and runs in its process; "
+                f"install another release with --version"
+            )
     except HarnessError as error:
         print(f"mtp-harness engine: {error}", file=sys.stderr)
         return USAGE_ERROR

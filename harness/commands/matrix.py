@@ -79,9 +79,11 @@ def plan(args: argparse.Namespace) -> MatrixPlan:
     from harness.subjects.engines.registry import engine_of_decoder
     from harness.subjects.run_options import CLI, check_model
 
-    engine = engine_of_decoder(args.decoder)
+    engine = engine_of_decoder(args.decoder, any_release=True)
     if engine is None or not engine.decoders[args.decoder]:
-        raise HarnessError(f"--decoder {args.decoder}: not an engine's MTP decoder (vllm-mtp, llamacpp-mtp)")
+        raise HarnessError(
+            f"--decoder {args.decoder}: not an engine's MTP decoder (vllm-mtp, llamacpp-mtp, transformers-mtp)"
+        )
     versions = parse_versions(args.versions)
     suite = ",".join(parse_suites(args.suite))
     if args.budget not in BUDGETS:

@@ -37,7 +37,7 @@ MAY_FAIL = pytest.StashKey[bool]()  # every watching finding fails it only when 
 def watch(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Stash on each item the findings that make it fail for this decoder, engine version and model."""
     options = run_options(config)
-    engine = engine_of_decoder(options.decoder)
+    engine = engine_of_decoder(options.decoder, options.engine.version)
     if engine is None or not engine.findings:
         return
     flavour = flavour_of(options.device)

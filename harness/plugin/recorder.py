@@ -55,7 +55,8 @@ def write_reproducers(results: Results, run_dir: Path) -> None:
     from harness.triage.reproducer import reproducer_script
 
     run = results["run"]
-    engine = engine_of_decoder(run["decoder"])
+    release = ((run.get("options") or {}).get("engine") or {}).get("version")
+    engine = engine_of_decoder(run["decoder"], release)
     for group in results["groups"]:
         minimal = group.get("minimal") or {}
         if not minimal.get("reproduced"):
@@ -63,7 +64,6 @@ def write_reproducers(results: Results, run_dir: Path) -> None:
         name = f"repro-group-{group['group']}.py"
         if engine is not None and engine.reproducer is not None and "server_config" in minimal:
             script = engine.reproducer(group, run, name)
-            release = ((run.get("options") or {}).get("engine") or {}).get("version")
             python = engine.environment.python(flavour_of(run["device"]), release)
             group["reproducer_command"] = shlex.join([str(python), name])
             group["reproducer_about"] = (
@@ -233,7 +233,7 @@ def pytest_run_header(config: pytest.Config, options: RunOptions, run_id: str) -
     command = shlex.join([sys.executable, "-m", "pytest", *selection, *pytest_arguments(options)])
     workers = int(getattr(config.option, "numprocesses", 0) or 0)
     header = run_header(run_id, options, command, workers)
-    engine = engine_of_decoder(options.decoder)
+    engine = engine_of_decoder(options.decoder, options.engine.version)
     if engine is not None:  # an out-of-process engine: which build of it ran
         flavour = flavour_of(options.device)
         build = engine.build_record(options.engine) if engine.build_record is not None else None

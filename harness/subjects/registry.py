@@ -148,7 +148,7 @@ def make_decoder(name: str, bundle: ModelBundle, engine: EngineOptions | None = 
     (its deployed configuration, fixes and arguments). Errors name the decoder and list the known ones."""
     from harness.contract.decoder import Decoder
 
-    engine_record = engine_of_decoder(name)
+    engine_record = engine_of_decoder(name, engine.version if engine is not None else None)
     try:
         if engine_record is not None:
             decoder = engine_record.build(name, bundle, engine or EngineOptions())

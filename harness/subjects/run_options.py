@@ -119,13 +119,8 @@ def read_run_options(
     s = spelling
     model = model or RunOptions().model
     check_dtype(dtype, s)
+    engine_version = None if is_pinned_release(decoder, device, engine_version) else engine_version
     engine = check_decoder(decoder, device, s, engine_version)
-    if (
-        engine is not None
-        and engine_version is not None
-        and engine_version == engine.environment.flavour(flavour_of(device)).version
-    ):
-        engine_version = None  # the pinned release: what a run without --engine-version runs
     chosen_reference = check_reference(reference, decoder, engine, s)
     check_device(device, s)
     if chosen_reference is Reference.ENGINE:
@@ -232,6 +227,13 @@ def check_model_card(model: str, s: Spelling = PYTEST) -> None:
         raise UsageError(f"{s.model} {model}: {error}") from None
 
 
+def is_pinned_release(decoder: str, device: str, version: str | None) -> bool:
+    """--engine-version names the decoder's engine's pinned release: what a run without --engine-version runs (in the
+    harness's process, for an engine whose pinned release is the harness's own)."""
+    engine = engine_of_decoder(decoder, any_release=True) if version is not None else None
+    return engine is not None and version == engine.environment.flavour(flavour_of(device)).version
+
+
 def check_decoder(decoder: str, device: str, s: Spelling = PYTEST, version: str | None = None) -> Engine | None:
     """The decoder name is known (or its module:factory imports); an engine subject's environment is installed (at
     `version`, the engine's release, where given: one that is no release number, or not installed, is named).
@@ -244,7 +246,7 @@ def check_decoder(decoder: str, device: str, s: Spelling = PYTEST, version: str 
             find_factory(decoder)
         except HarnessError as error:
             raise UsageError(f"{s.decoder} {decoder}: {error}") from None
-    engine = engine_of_decoder(decoder)
+    engine = engine_of_decoder(decoder, version)
     if version is not None and engine is None:
         raise UsageError(f"{s.engine_version} {version}: decoder {decoder!r} is not an engine")
     if engine is not None:

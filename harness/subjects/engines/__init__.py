@@ -1,10 +1,11 @@
 """Engines the harness drives out of process, each in its own environment (their pins conflict with the harness's
 transformers), one package per engine.
 
-Each engine's package (`vllm/`, `llamacpp/`) holds everything of it: its environment, the decoder the suites drive,
-the server that runs inside its environment, its deployed configurations, its findings with their signatures, fixes
-and reproducers; its `__init__` declares the engine's record (`ENGINE`, engine.py). The registry (registry.py) reads
-the records: adding an engine is a package and one line there.
+Each engine's package (`vllm/`, `llamacpp/`, `transformers/`: transformers releases other than the harness's own)
+holds everything of it: its environment, the decoder the suites drive, the server that runs inside its environment,
+its deployed configurations, its findings with their signatures, fixes and reproducers; its `__init__` declares the
+engine's record (`ENGINE`, engine.py). The registry (registry.py) reads the records: adding an engine is a package and
+one line there.
 
 Shared by every engine: engine.py (the record), registry.py, decoder.py (what every engine's decoder does: its
 processes, wire calls, capabilities, configurations and fixes), process.py (a server process and the pool of them),

@@ -44,6 +44,7 @@ class EngineDecoder:
     the run's engine options (deployed configuration, fixes, the engine's own arguments)."""
 
     drafts_from = 1  # the engines' prefill samples output token 0 without drafts
+    subject_name: str | None = None  # its decoder's name where the engine has more than one that speculates
     # what the engine cannot serve even with speculation, and why; request field -> the values it serves with it
     speculative_lacks: Mapping[str, str] = MappingProxyType({})
     speculative_serves: Mapping[str, set[object]] = MappingProxyType({})
@@ -55,7 +56,7 @@ class EngineDecoder:
         self.bundle = bundle
         self.speculative = speculative
         self.options = options
-        self.name = engine.decoder_name(speculative)
+        self.name = self.subject_name or engine.decoder_name(speculative)
         self.flavour = flavour_of(bundle.device)
         lacks = dict(self.speculative_lacks)
         if not speculative:

@@ -34,7 +34,11 @@ ReproducerWriter = Callable[[dict[str, Any], dict[str, Any], str], str]
 class Engine:
     """An engine the harness drives out of process, in its own environment.
 
-    decoders: decoder name -> whether it speculates (`vllm-mtp`: True, `vllm`: False); server: the script its
+    decoders: decoder name -> whether it speculates (`vllm-mtp`: True, `vllm`: False; at least one that speculates, at
+    most one that does not); decoder_factories: decoder name -> its own factory, where an engine's decoders differ by
+    more than speculation (transformers: MTP and assisted generation; the others are built by make_decoder);
+    pinned_in_process: its pinned release is the harness's own and runs in the harness's process (transformers): its
+    decoders are this engine's only with --engine-version (registry.engine_of_decoder); server: the script its
     environment's Python runs (it speaks harness/subjects/engines/wire.py); default_dtypes: device type -> the dtype a
     run uses when --dtype is not given; configurations: its deployed configurations (--engine-config), `default` among
     them; findings: the bugs found in it; fixes: the folder of its findings' fixes, put on its PYTHONPATH under
@@ -81,12 +85,16 @@ class Engine:
     make_build: Callable[[EngineOptions, Callable[[str], None]], None] | None = None
     alone: Path | None = None
     reproducer_arguments: Callable[[str | None, Path], tuple[str, ...]] | None = None
+    decoder_factories: Mapping[str, DecoderFactory] = field(default_factory=dict)
+    pinned_in_process: bool = False
 
     def __post_init__(self) -> None:
         if DEFAULT_CONFIGURATION not in self.configurations:
             raise ValueError(f"engine {self.name!r}: its configurations lack {DEFAULT_CONFIGURATION!r}")
-        if sorted(self.decoders.values()) != [False, True]:
-            raise ValueError(f"engine {self.name!r}: one decoder that speculates and one that does not")
+        if not any(self.decoders.values()) or list(self.decoders.values()).count(False) > 1:
+            raise ValueError(f"engine {self.name!r}: decoders that speculate, and at most one that does not")
+        if not set(self.decoder_factories) <= set(self.decoders):
+            raise ValueError(f"engine {self.name!r}: a decoder factory for a decoder it does not declare")
         if not set(self.default_runners.values()) <= set(self.runners):
             raise ValueError(f"engine {self.name!r}: a default runner it does not declare")
 
@@ -99,7 +107,11 @@ class Engine:
         return bool(self.owned_arguments)
 
     def decoder_name(self, speculative: bool) -> str:
-        return next(name for name, speculates in self.decoders.items() if speculates == speculative)
+        """Its (first) decoder that speculates, or its decoder that does not; a HarnessError where it has none."""
+        for name, speculates in self.decoders.items():
+            if speculates == speculative:
+                return name
+        raise HarnessError(f"{self.name} has no decoder without speculation")
 
     def configuration(self, name: str) -> EngineConfiguration:
         """The deployed configuration `name`; a HarnessError names the known ones."""
@@ -116,4 +128,5 @@ class Engine:
 
     def build(self, decoder: str, bundle: ModelBundle, options: EngineOptions) -> Decoder:
         """The decoder `decoder` (one of `decoders`) for `bundle`, under the engine options of the run."""
-        return self.make_decoder(self, bundle, self.decoders[decoder], options)
+        factory = self.decoder_factories.get(decoder, self.make_decoder)
+        return factory(self, bundle, self.decoders[decoder], options)

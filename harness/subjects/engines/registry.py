@@ -14,12 +14,13 @@ from functools import cache
 from importlib.metadata import entry_points
 
 from harness.contract.errors import HarnessError
-from harness.subjects.engines import llamacpp, vllm
+from harness.subjects.engines import llamacpp, transformers, vllm
 from harness.subjects.engines.engine import Engine
 
 ENGINES: tuple[Engine, ...] = (
     vllm.ENGINE,
     llamacpp.ENGINE,
+    transformers.ENGINE,
 )
 ENTRY_POINT_GROUP = "mtp_harness.engines"
 
@@ -64,9 +65,14 @@ def engine_named(name: str) -> Engine:
     raise HarnessError(f"unknown engine {name!r}.{hint} Known: {', '.join(sorted(known))}")
 
 
-def engine_of_decoder(decoder: str) -> Engine | None:
-    """The engine behind a decoder name, or None for a decoder that runs in the harness's process."""
-    return next((engine for engine in engines().values() if decoder in engine.decoders), None)
+def engine_of_decoder(decoder: str, version: str | None = None, any_release: bool = False) -> Engine | None:
+    """The engine behind a decoder name at `version` (--engine-version; None: the pinned release), or None for a
+    decoder that runs in the harness's process: an engine whose pinned release is the harness's own (transformers) is
+    the decoder's engine only for another release, or for `any_release` (the engines a release matrix may test)."""
+    engine = next((engine for engine in engines().values() if decoder in engine.decoders), None)
+    if engine is not None and engine.pinned_in_process and version is None and not any_release:
+        return None
+    return engine
 
 
 def engine_decoders() -> dict[str, Engine]:

@@ -4,41 +4,51 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from transformers import PreTrainedModel
 
 from harness.contract.errors import HarnessError
 from harness.models.layouts import DEEPSEEK_V3, MIMO
-from harness.models.loading import ModelBundle
+
+if TYPE_CHECKING:
+    from harness.models.loading import ModelBundle
 
 
 class TransformersMTPUnsupported(HarnessError):
     """transformers' MtpModel cannot read this checkpoint's MTP layers."""
 
 
-def enable_transformers_mtp(bundle: ModelBundle) -> PreTrainedModel:
-    """The bundle's target model, set up so that `generate(use_mtp=True)` finds its MTP weights.
+def transformers_mtp_problem(bundle: ModelBundle) -> str | None:
+    """Why transformers' MTP generation cannot read this bundle's checkpoint, or None.
 
-    transformers looks for DeepSeek-V3 MTP weights only at layer 61 (`_keys_to_ignore_on_load_unexpected`);
-    a checkpoint with another layer count needs the pattern pointed at its own MTP layers. transformers
-    has no weight mapping for the MiMo layout, and no MTP for stateful (hybrid) models: 5.24 refuses assisted
-    generation on them; 5.25 no longer does, but its MTP generation needs `num_mtp_layers` in the config,
-    which a model family without MTP support in transformers (Qwen3-Next) does not have.
-    """
+    transformers has no weight mapping for the MiMo layout, and no MTP for stateful (hybrid) models: 5.24 refuses
+    assisted generation on them; 5.25 no longer does, but its MTP generation needs `num_mtp_layers` in the config,
+    which a model family without MTP support in transformers (Qwen3-Next) does not have."""
     if getattr(bundle.target, "_is_stateful", False):
-        raise TransformersMTPUnsupported(
+        return (
             f"transformers refuses MTP on stateful models: {type(bundle.target).__name__} has recurrent layers "
             "(generation/utils.py: 'assisted generation is not supported with stateful models')"
         )
     if bundle.layout.name == MIMO:
-        raise TransformersMTPUnsupported(
-            "transformers' MtpModel has no weight mapping for the MiMo layout (model.mtp_layers.*)"
-        )
+        return "transformers' MtpModel has no weight mapping for the MiMo layout (model.mtp_layers.*)"
     if getattr(bundle.target.config.get_text_config(), "num_mtp_layers", None) is None:
-        raise TransformersMTPUnsupported(
+        return (
             f"transformers has no MTP for {type(bundle.target).__name__}: its config has no num_mtp_layers, which "
             "transformers' MTP generation reads (generation/candidate_generator.py, MTPCandidateGenerator)"
         )
+    return None
+
+
+def enable_transformers_mtp(bundle: ModelBundle) -> PreTrainedModel:
+    """The bundle's target model, set up so that `generate(use_mtp=True)` finds its MTP weights
+    (TransformersMTPUnsupported where it cannot: transformers_mtp_problem).
+
+    transformers looks for DeepSeek-V3 MTP weights only at layer 61 (`_keys_to_ignore_on_load_unexpected`);
+    a checkpoint with another layer count needs the pattern pointed at its own MTP layers."""
+    problem = transformers_mtp_problem(bundle)
+    if problem is not None:
+        raise TransformersMTPUnsupported(problem)
     if bundle.layout.name == DEEPSEEK_V3:
         first = bundle.config.num_hidden_layers
         patterns = [rf"model\.layers\.{first + d}\..*" for d in range(bundle.layout.num_depths)]

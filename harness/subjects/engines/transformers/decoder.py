@@ -1,0 +1,67 @@
+"""The decoders of transformers releases out of process: the in-process subjects' MTP and assisted generation
+(harness/subjects/transformers/decoders.py) run by another release in its own environment (server.py), one engine
+process per k and draft mode, with the capabilities the in-process subjects declare."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from harness.contract.dtypes import DTYPE_NAMES
+from harness.subjects.engines.decoder import EngineDecoder
+from harness.subjects.transformers.decoders import TransformersAssistedDecoder
+from harness.subjects.transformers.use_mtp import TransformersMTPUnsupported, transformers_mtp_problem
+
+if TYPE_CHECKING:
+    from harness.contract.run_options import EngineOptions
+    from harness.models.loading import ModelBundle
+    from harness.subjects.engines.engine import Engine
+
+MTP, ASSISTED = "mtp", "assisted"
+
+
+class TransformersReleaseDecoder(EngineDecoder):
+    """One transformers release's generation with drafts (`method`: its native MTP, or assisted generation with a
+    layer-skip draft) on `bundle`'s checkpoint, loaded there as the harness loads it, in the bundle's dtype."""
+
+    method = MTP
+
+    def __init__(self, engine: Engine, bundle: ModelBundle, speculative: bool, options: EngineOptions) -> None:
+        super().__init__(engine, bundle, speculative, options)
+        # transformers samples its drafts from the processed draft distribution (draft_mode "sample")
+        self.serves = {"draft_mode": {"sample"}}
+
+    def server_config(self, k: int, draft_mode: str) -> dict[str, object]:
+        return {
+            "model": str(self.bundle.path.resolve()),
+            "device": str(self.bundle.device),
+            "dtype": DTYPE_NAMES[str(self.bundle.dtype).removeprefix("torch.")],
+            "method": self.method,
+            "num_draft_tokens": k,
+            "draft_mode": draft_mode,
+        }
+
+
+class TransformersReleaseMTPDecoder(TransformersReleaseDecoder):
+    """`transformers-mtp` of another release: one draft per MTP depth in use (k = 1 .. the checkpoint's depths); its
+    prefill pass samples output token 0 without drafts."""
+
+    subject_name = "transformers-mtp"
+    drafts_from = 1
+
+    def check_bundle(self, bundle: ModelBundle) -> None:
+        problem = transformers_mtp_problem(bundle)
+        if problem is not None:
+            raise TransformersMTPUnsupported(problem)
+
+    def __init__(self, engine: Engine, bundle: ModelBundle, speculative: bool, options: EngineOptions) -> None:
+        super().__init__(engine, bundle, speculative, options)
+        self.serves["num_draft_tokens"] = set(range(1, bundle.layout.num_depths + 1))
+
+
+class TransformersReleaseAssistedDecoder(TransformersReleaseDecoder):
+    """`transformers-assisted` of another release: num_draft_tokens drafts per pass from the layer-skip draft."""
+
+    subject_name = "transformers-assisted"
+    method = ASSISTED
+    drafts_from = 0
+    drafter = TransformersAssistedDecoder.drafter
