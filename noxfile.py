@@ -169,13 +169,16 @@ def llamacpp(session: nox.Session) -> None:
 # xllamacpp from 2026.8.10566, the first release that serves tiny-deepseek-v3's GGUF, through the pinned one
 VLLM_RELEASES = ("0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0")
 LLAMACPP_RELEASES = ("2026.8.10566", "2026.9.10809", "2026.9.11063", "2026.10.11549")
+# transformers releases with native MTP generation (5.20 on) other than the harness's own, which runs in its process
+TRANSFORMERS_RELEASES = ("5.20.0", "5.23.0")
 
 
-def run_matrix(session: nox.Session, decoder: str, model: str, releases: tuple[str, ...]) -> None:
+def run_matrix(session: nox.Session, decoder: str, model: str, releases: tuple[str, ...], *options: str) -> None:
+    """`mtp-harness matrix` with `options`, then the session's own (the last of an option given twice wins)."""
     install(session)
     session.run(
         "mtp-harness", "matrix", "--decoder", decoder, "--model", model, "--versions", ",".join(releases),
-        *session.posargs,
+        *options, *session.posargs,
     )  # fmt: skip
 
 
@@ -193,6 +196,13 @@ def versions_llamacpp(session: nox.Session) -> None:
     """Which llama.cpp releases are safe with MTP: `mtp-harness matrix` on LLAMACPP_RELEASES (their wheels,
     tiny-deepseek-v3), as `versions_vllm` does."""
     run_matrix(session, "llamacpp-mtp", "tiny-deepseek-v3", LLAMACPP_RELEASES)
+
+
+@nox.session
+def versions_transformers(session: nox.Session) -> None:
+    """Which transformers releases are safe with MTP: `mtp-harness matrix` on TRANSFORMERS_RELEASES (each in its own
+    environment, out of process, tiny-deepseek-v3), the greedy and sampling suites at the smoke budget on each."""
+    run_matrix(session, "transformers-mtp", "tiny-deepseek-v3", TRANSFORMERS_RELEASES, "--suite", "greedy,sampling")
 
 
 @nox.session
