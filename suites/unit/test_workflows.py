@@ -16,6 +16,7 @@ import re
 import shutil
 import subprocess
 import sys
+from importlib.metadata import version as distribution_version
 from pathlib import Path
 
 import pytest
@@ -346,13 +347,14 @@ def test_the_nightly_runs_every_engine_beneath_its_fixes_at_the_ci_budget_with_e
 def test_the_nightly_runs_the_findings_by_versions_matrix_on_every_engine_and_keeps_its_results():
     """The nightly engine workflow's `versions` job runs one nox session per engine (so one engine's failure cannot
     stop the other's matrix), each `mtp-harness matrix` on five vLLM or four llama.cpp releases, the pinned ones among
-    them, frees disk before vLLM's 16 GiB of environments, and uploads what the matrix wrote."""
+    them, or two transformers releases other than the harness's own (which runs in its process), frees disk before vLLM's 16 GiB of environments, and uploads what the matrix wrote."""
     from harness.subjects.engines.llamacpp.environment import VERSION as LLAMACPP_PINNED
     from harness.subjects.engines.vllm.environment import VERSION as VLLM_PINNED
 
     workflow = load(NIGHTLY_ENGINES)
     job = workflow["jobs"]["versions"]
-    assert sorted(job["strategy"]["matrix"]["session"]) == ["versions_llamacpp", "versions_vllm"]
+    sessions = ["versions_llamacpp", "versions_transformers", "versions_vllm"]
+    assert sorted(job["strategy"]["matrix"]["session"]) == sessions
     assert job["strategy"]["fail-fast"] is False
     assert any(step.get("run", "").strip().endswith('nox -s "$SESSION"') for step in job["steps"])
     assert any("rm -rf" in step.get("run", "") and "vllm" in step.get("if", "") for step in job["steps"])
@@ -363,7 +365,13 @@ def test_the_nightly_runs_the_findings_by_versions_matrix_on_every_engine_and_ke
     releases = {name: ast.literal_eval(value) for name, value in re.findall(pattern, noxfile, re.M)}
     assert len(releases["VLLM_RELEASES"]) >= 5 and VLLM_PINNED in releases["VLLM_RELEASES"]
     assert len(releases["LLAMACPP_RELEASES"]) >= 4 and LLAMACPP_PINNED in releases["LLAMACPP_RELEASES"]
-    for session, constant in (("versions_vllm", "VLLM_RELEASES"), ("versions_llamacpp", "LLAMACPP_RELEASES")):
+    own_transformers = distribution_version("transformers")
+    assert len(releases["TRANSFORMERS_RELEASES"]) >= 2 and own_transformers not in releases["TRANSFORMERS_RELEASES"]
+    for session, constant in (
+        ("versions_vllm", "VLLM_RELEASES"),
+        ("versions_llamacpp", "LLAMACPP_RELEASES"),
+        ("versions_transformers", "TRANSFORMERS_RELEASES"),
+    ):
         body = noxfile.split(f"def {session}(session: nox.Session)")[1].split("\n@nox.session")[0]
         assert "run_matrix(session, " in body and constant in body, session
     assert '"mtp-harness", "matrix"' in noxfile.split("def run_matrix(")[1].split("\n@nox.session")[0]
