@@ -144,6 +144,8 @@ def versions_markdown(matrix: Mapping[str, Any]) -> str:
     lines.append("| new failure groups | " + " | ".join(new) + " |")
     seconds = [_run_cell(column.get("run")) for column in columns]
     lines.append("| suites' run | " + " | ".join(seconds) + " |")
+    if not matrix["findings"]:  # an engine without findings (transformers): every failure is a new one
+        return "\n".join([*lines, "", "No finding is recorded for this engine: every failure is a new failure."]) + "\n"
     lines += ["", head.replace("| |", "| finding (reproducer / suites' expected failures) |", 1), rule]
     for row in matrix["findings"]:
         cells = []

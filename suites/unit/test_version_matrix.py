@@ -261,6 +261,16 @@ def test_each_finding_row_puts_the_reproducer_beside_the_suites_and_the_page_esc
     assert "| new failure groups | 0 | 1 |" in markdown
 
 
+def test_an_engine_without_findings_says_so_instead_of_an_empty_table():
+    """transformers has no finding: its page and markdown say every failure is a new one, with no headless table."""
+    matrix = matrix_of([column("5.20.0", NOT_REPRODUCED, 0)], [], finished="t1")
+    markdown = versions_markdown(matrix)
+    assert markdown.endswith("No finding is recorded for this engine: every failure is a new failure.\n")
+    assert "finding (reproducer" not in markdown
+    page = render_versions_page(matrix)
+    assert "No finding is recorded for this engine" in page and "<th>found in</th>" not in page
+
+
 def test_the_page_of_a_matrix_half_way_shows_the_releases_not_run_yet():
     done = column("1.0", NOT_REPRODUCED, 0)
     waiting = {
