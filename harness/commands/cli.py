@@ -463,10 +463,11 @@ def engine(args: argparse.Namespace) -> int:
         record = engine_named(args.name)
         environment = record.environment
         flavour = args.flavour or default_flavour(environment)
-        pinned = environment.flavour(flavour, args.version) == environment.flavour(flavour)  # no release number: stops
-        if record.pinned_in_process and pinned and args.action == "install":
+        environment.flavour(flavour, args.version)  # a version that is no release number stops here
+        own = environment.flavour(flavour).version
+        if record.pinned_in_process and args.action == "install" and args.version in (None, own):
             raise HarnessError(
-                f"{record.name} {environment.flavour(flavour).version} is the harness's own and runs in its process; "
+                f"{record.name} {own} is the harness's own and runs in its process; "
                 f"install another release with --version"
             )
     except HarnessError as error:

@@ -73,9 +73,8 @@ def test_the_toy_joins_the_registry_with_its_package_and_one_registry_line(toy_e
         "print(sorted(engines()), [d for d in known_decoders() if d.startswith('toy')], engine.version('cpu'))\n"
     )
     done = subprocess.run([sys.executable, "-c", probe], env=toy_environment, capture_output=True, text=True)
-    assert done.stdout.strip() == "['llama.cpp', 'toy', 'transformers', 'vllm'] ['toy', 'toy-mtp'] 0.1.0", done.stderr[
-        -2000:
-    ]
+    expected = "['llama.cpp', 'toy', 'transformers', 'vllm'] ['toy', 'toy-mtp'] 0.1.0"
+    assert done.stdout.strip() == expected, done.stderr[-2000:]
     bare = subprocess.run([sys.executable, "-c", probe.replace("engine.version('cpu')", "0")], capture_output=True)
     assert b"'toy'" not in bare.stdout, "without its registry line the toy is unknown"
 

@@ -119,3 +119,16 @@ def test_the_mtp_decoder_refuses_a_checkpoint_transformers_cannot_read_before_an
 
     with pytest.raises(TransformersMTPUnsupported, match="no weight mapping for the MiMo layout"):
         ENGINE.build("transformers-mtp", fixture_bundle("tiny-mimo"), EngineOptions(version="5.23.0"))
+
+
+def test_a_release_without_mtp_generation_refuses_transformers_mtp_instead_of_decoding_without_drafts(
+    fixture_bundle, monkeypatch
+):
+    """What the server runs on a release before 5.20 (5.0.0 takes use_mtp=True and drafts nothing)."""
+    from transformers.generation import candidate_generator
+
+    from harness.subjects.transformers.use_mtp import TransformersMTPUnsupported
+
+    monkeypatch.delattr(candidate_generator, "MTPCandidateGenerator")
+    with pytest.raises(TransformersMTPUnsupported, match=r"has no MTP generation \(no MTPCandidateGenerator\)"):
+        make_decoder("transformers-mtp", fixture_bundle("tiny-deepseek-v3"))

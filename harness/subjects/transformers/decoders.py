@@ -31,6 +31,15 @@ from harness.models.quiet import quiet_transformers
 from harness.subjects.transformers.candidates import instrument_generation
 from harness.subjects.transformers.use_mtp import enable_transformers_mtp, mtp_depths_in_use
 
+# transformers samples its drafts from the processed draft distribution whenever the target samples
+SAMPLED_DRAFTS_ONLY: Mapping[str, frozenset[object]] = MappingProxyType({"draft_mode": frozenset({"sample"})})
+
+
+def mtp_serves(num_depths: int) -> dict[str, frozenset[object]]:
+    """What transformers' MTP generation serves: one draft per MTP depth in use (k = 1 .. the checkpoint's depths),
+    sampled drafts only."""
+    return {**SAMPLED_DRAFTS_ONLY, "num_draft_tokens": frozenset(range(1, num_depths + 1))}
+
 
 def _generation_config(request: DecodeRequest, pad_token_id: int, **extra: object) -> GenerationConfig:
     sampling = request.sampling
@@ -54,7 +63,7 @@ class _TransformersGenerateDecoder:
     """Shared loop: one `generate` call per request, inside a forked and seeded global RNG."""
 
     name = "transformers"
-    serves: Mapping[str, frozenset[object]] = MappingProxyType({"draft_mode": frozenset({"sample"})})
+    serves: Mapping[str, frozenset[object]] = SAMPLED_DRAFTS_ONLY
 
     def __init__(self, bundle: ModelBundle) -> None:
         self.bundle = bundle
@@ -112,10 +121,7 @@ class TransformersMTPDecoder(_TransformersGenerateDecoder):
     def __init__(self, bundle: ModelBundle) -> None:
         super().__init__(bundle)
         self.model = enable_transformers_mtp(bundle)
-        self.serves = {
-            "num_draft_tokens": frozenset(range(1, bundle.layout.num_depths + 1)),
-            "draft_mode": frozenset({"sample"}),
-        }
+        self.serves = mtp_serves(bundle.layout.num_depths)
 
     def generation_settings(self, request: DecodeRequest) -> dict[str, object]:
         return {"use_mtp": True}

@@ -6,7 +6,9 @@ import contextlib
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+import transformers
 from transformers import PreTrainedModel
+from transformers.generation import candidate_generator
 
 from harness.contract.errors import HarnessError
 from harness.models.layouts import DEEPSEEK_V3, MIMO
@@ -24,7 +26,16 @@ def transformers_mtp_problem(bundle: ModelBundle) -> str | None:
 
     transformers has no weight mapping for the MiMo layout, and no MTP for stateful (hybrid) models: 5.24 refuses
     assisted generation on them; 5.25 no longer does, but its MTP generation needs `num_mtp_layers` in the config,
-    which a model family without MTP support in transformers (Qwen3-Next) does not have."""
+    which a model family without MTP support in transformers (Qwen3-Next) does not have. Before 5.20 transformers
+    has no MTP generation at all, and takes generate(use_mtp=True) without a word, decoding with no draft: every
+    greedy check would pass with nothing tested (a release run out of process: harness/subjects/engines/transformers/)
+    """
+    if not hasattr(candidate_generator, "MTPCandidateGenerator"):
+        return (
+            f"transformers {transformers.__version__} has no MTP generation (no MTPCandidateGenerator): "
+            "generate(use_mtp=True) would decode without drafts; run transformers-assisted on this release, or "
+            "transformers-mtp on 5.20 or later"
+        )
     if getattr(bundle.target, "_is_stateful", False):
         return (
             f"transformers refuses MTP on stateful models: {type(bundle.target).__name__} has recurrent layers "

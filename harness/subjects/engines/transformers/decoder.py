@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from harness.contract.dtypes import DTYPE_NAMES
 from harness.subjects.engines.decoder import EngineDecoder
-from harness.subjects.transformers.decoders import TransformersAssistedDecoder
+from harness.subjects.transformers.decoders import SAMPLED_DRAFTS_ONLY, TransformersAssistedDecoder, mtp_serves
 from harness.subjects.transformers.use_mtp import TransformersMTPUnsupported, transformers_mtp_problem
 
 if TYPE_CHECKING:
@@ -24,11 +24,7 @@ class TransformersReleaseDecoder(EngineDecoder):
     layer-skip draft) on `bundle`'s checkpoint, loaded there as the harness loads it, in the bundle's dtype."""
 
     method = MTP
-
-    def __init__(self, engine: Engine, bundle: ModelBundle, speculative: bool, options: EngineOptions) -> None:
-        super().__init__(engine, bundle, speculative, options)
-        # transformers samples its drafts from the processed draft distribution (draft_mode "sample")
-        self.serves = {"draft_mode": {"sample"}}
+    speculative_serves = SAMPLED_DRAFTS_ONLY
 
     def server_config(self, k: int, draft_mode: str) -> dict[str, object]:
         return {
@@ -48,14 +44,14 @@ class TransformersReleaseMTPDecoder(TransformersReleaseDecoder):
     subject_name = "transformers-mtp"
     drafts_from = 1
 
+    def __init__(self, engine: Engine, bundle: ModelBundle, speculative: bool, options: EngineOptions) -> None:
+        super().__init__(engine, bundle, speculative, options)
+        self.serves = mtp_serves(bundle.layout.num_depths)
+
     def check_bundle(self, bundle: ModelBundle) -> None:
         problem = transformers_mtp_problem(bundle)
         if problem is not None:
             raise TransformersMTPUnsupported(problem)
-
-    def __init__(self, engine: Engine, bundle: ModelBundle, speculative: bool, options: EngineOptions) -> None:
-        super().__init__(engine, bundle, speculative, options)
-        self.serves["num_draft_tokens"] = set(range(1, bundle.layout.num_depths + 1))
 
 
 class TransformersReleaseAssistedDecoder(TransformersReleaseDecoder):
