@@ -26,7 +26,7 @@ TIME_LEFT_GOAL = 0.25  # the time left within 25% of the time actually left
 CHECKPOINTS = (25, 50, 75)
 PROGRESS = re.compile(
     r"mtp-harness: (?P<done>\d+)/(?P<total>\d+) cases \((?P<percent>\d+)%\), \d+ failed, (?P<elapsed>[^,]+) elapsed"
-    r"(?:, about (?P<left>.+) left)?$"
+    r"(?:, about (?P<left>[^,]+) left|, (?P<spent>the estimate spent))?(?:, .+ running past the estimate by .+)?$"
 )
 DURATION = re.compile(r"^(?:(?P<h>\d+)h)? ?(?:(?P<m>\d+)m)? ?(?:(?P<s>\d+)s)?$")
 
@@ -60,8 +60,8 @@ def parse_duration(text: str) -> float:
 
 def time_left_errors(lines: Iterable[str], checkpoints: Iterable[int] = CHECKPOINTS) -> tuple[int | None, dict]:
     """(cases, {checkpoint: error}) from a run's progress lines: at the first line at or past each checkpoint,
-    estimated left / (elapsed at the last line - elapsed at that line) - 1; a checkpoint without an estimate is
-    left out."""
+    estimated left / (elapsed at the last line - elapsed at that line) - 1, a spent estimate counting as 0 s left; a
+    checkpoint without an estimate is left out."""
     progress = [match for line in lines if (match := PROGRESS.search(line.strip()))]
     if not progress:
         return None, {}
@@ -69,11 +69,11 @@ def time_left_errors(lines: Iterable[str], checkpoints: Iterable[int] = CHECKPOI
     errors = {}
     for checkpoint in checkpoints:
         at = next((m for m in progress if int(m["percent"]) >= checkpoint), None)
-        if at is None or at["left"] is None:
+        if at is None or (at["left"] is None and at["spent"] is None):
             continue
         actual = end - parse_duration(at["elapsed"])
         if actual > 0:
-            errors[checkpoint] = parse_duration(at["left"]) / actual - 1
+            errors[checkpoint] = (0.0 if at["spent"] else parse_duration(at["left"])) / actual - 1
     return int(progress[-1]["total"]), errors
 
 

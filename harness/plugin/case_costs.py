@@ -3,7 +3,9 @@ progress line's time left counts (progress.py), so that a run ends when its esti
 
 A case's cost is, in this order of preference:
 1. its own duration in the last run recorded in the same report directory (results.json's `duration_s`, the newest
-   run directory other than this run's that has one of its test functions);
+   run directory other than this run's that has one of its test functions and is of this run's kind (run_kind: the
+   same decoder, engine options, model, dtype, budget and reference; a transformers release's sampling case costs
+   ten times the harness decoder's, a V2 runner's greedy case twenty times V1's));
 2. the median duration of that run's cases of the same test function (its other parameters);
 3. the prior of its test function, where the run is of the kind the priors were measured on (FUNCTION_PRIORS_FILE:
    the mean duration of the function's cases in default runs on the 2-core reference machine, written by
@@ -54,12 +56,15 @@ def function_of(nodeid: str) -> str:
 
 
 def last_durations(
-    report_root: Path, this_run: Path | None = None, nodeids: Iterable[str] | None = None
+    report_root: Path,
+    this_run: Path | None = None,
+    nodeids: Iterable[str] | None = None,
+    kind: Mapping[str, object] | None = None,
 ) -> dict[str, float]:
-    """nodeid -> seconds, from the newest run directory in report_root (not this_run) with a readable results.json
-    and, given this run's `nodeids`, a test function in common with them (a mutation catalogue's or another suite's
-    run in the same directory says nothing of these cases); empty when there is none. A file that cannot be read is
-    passed over, never an error: costs are only estimates."""
+    """nodeid -> seconds, from the newest run directory in report_root (not this_run) with a readable results.json,
+    given this run's `nodeids` a test function in common with them (a mutation catalogue's or another suite's run in
+    the same directory says nothing of these cases) and, given this run's `kind` (run_kind), of that kind; empty when
+    there is none. A file that cannot be read is passed over, never an error: costs are only estimates."""
     if not report_root.is_dir():
         return {}
     functions = None if nodeids is None else {function_of(nodeid) for nodeid in nodeids}
@@ -68,22 +73,30 @@ def last_durations(
         if this_run is not None and run.resolve() == this_run.resolve():
             continue
         try:
-            cases = json.loads((run / RESULTS_FILE).read_text())["cases"]
-            known = {case["nodeid"]: float(case["duration_s"]) for case in cases if case.get("duration_s") is not None}
-        except (OSError, ValueError, KeyError, TypeError):
+            results = json.loads((run / RESULTS_FILE).read_text())
+            if kind is not None and recorded_kind(results) != kind:
+                continue
+            known = {
+                case["nodeid"]: float(case["duration_s"])
+                for case in results["cases"]
+                if case.get("duration_s") is not None
+            }
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
             continue
         if functions is None or functions & {function_of(nodeid) for nodeid in known}:
             return known
     return {}
 
 
-def durations_before(report_option: str | None, nodeids: Iterable[str] | None = None) -> dict[str, float]:
-    """The last run's durations for a run given `--harness-report=DIR` (last_durations(DIR's parent, DIR, nodeids));
-    none without a report directory or with 'auto' (its directory is named when the run starts: the workers, which
-    order their collections by these costs, could each see another set)."""
+def durations_before(
+    report_option: str | None, nodeids: Iterable[str] | None = None, kind: Mapping[str, object] | None = None
+) -> dict[str, float]:
+    """The last run's durations for a run given `--harness-report=DIR` (last_durations(DIR's parent, DIR, nodeids,
+    kind)); none without a report directory or with 'auto' (its directory is named when the run starts: the workers,
+    which order their collections by these costs, could each see another set)."""
     if not report_option or report_option == "auto":
         return {}
-    return last_durations(Path(report_option).parent, Path(report_option), nodeids)
+    return last_durations(Path(report_option).parent, Path(report_option), nodeids, kind)
 
 
 def prior_key(nodeid: str) -> str:
@@ -104,14 +117,23 @@ def function_priors(cases: Iterable[Mapping]) -> dict[str, float]:
     return {function: round(statistics.fmean(values), 4) for function, values in sorted(by_function.items())}
 
 
-def run_kind(options: RunOptions) -> dict[str, str | None]:
-    """What a run's case durations depend on besides the machine: the decoder, the model, its dtype, the budget."""
+def run_kind(options: RunOptions) -> dict[str, object]:
+    """What a run's case durations depend on besides the machine: the decoder and its engine options (release, runner,
+    configuration, fixes, patches, arguments), the model, its dtype, the budget, the reference."""
+    record = options.to_record()
     return {
         "decoder": options.decoder,
+        "engine": record["engine"],
         "model": Path(options.model).name,
         "dtype": options.dtype,
         "budget": options.budget,
+        "reference": record["reference"],
     }
+
+
+def recorded_kind(results: Mapping) -> dict[str, object]:
+    """The run_kind of a results.json (its header's options); KeyError, TypeError or ValueError where it has none."""
+    return run_kind(RunOptions.from_record(results["run"]["options"]))
 
 
 def load_function_priors(path: Path = FUNCTION_PRIORS_FILE) -> tuple[dict[str, str | None], dict[str, float]]:
@@ -168,6 +190,13 @@ def remaining_s(
     }
 
 
+def overruns_s(costs: Mapping[str, float], running_for_s: Mapping[str, float]) -> list[float]:
+    """How far each running case has run past its expected cost (run so far - cost, where positive), longest first:
+    what a time left that has run out leaves unsaid."""
+    past = (ran - costs.get(nodeid, 0.0) for nodeid, ran in running_for_s.items())
+    return sorted((seconds for seconds in past if seconds > 0), reverse=True)
+
+
 def time_left_s(needs: Mapping[str, float], workers: int = 1) -> float:
     """left = max(sum of need / w, the costliest unit's sum of need) (module docstring)."""
     units: dict[str, float] = {}
@@ -188,13 +217,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     note, paths = args[0], args[1:]
     runs = [json.loads(Path(path).read_text()) for path in paths]
-    kinds = [
-        {name: run["run"]["options"].get(name) for name in ("decoder", "model", "dtype", "budget")} for run in runs
-    ]
+    kinds = [recorded_kind(run) for run in runs]
     if any(kind != kinds[0] for kind in kinds):
         print(f"the runs are of different kinds: {kinds}", file=sys.stderr)
         return 2
-    kind = {**kinds[0], "model": Path(str(kinds[0]["model"])).name}
+    kind = kinds[0]
     cases = [case for run in runs for case in run["cases"]]
     priors = {"measured": note, "run": kind, "functions": function_priors(cases)}
     FUNCTION_PRIORS_FILE.write_text(json.dumps(priors, indent=1) + "\n")

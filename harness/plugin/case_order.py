@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.plugin.case_costs import case_costs, durations_before, function_priors_for
+from harness.plugin.case_costs import case_costs, durations_before, function_priors_for, run_kind
 from harness.plugin.session import RUN_OPTIONS, run_options
 
 
@@ -39,12 +39,14 @@ def costliest_first(items: list[pytest.Item], costs: dict[str, float]) -> list[p
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    nodeids = [item.nodeid for item in items]
-    known = durations_before(config.getoption("harness_report", None), nodeids)
-    items[:] = costliest_first(items, case_costs(nodeids, known, run_priors(config)))
+    items[:] = costliest_first(items, expected_costs(config, [item.nodeid for item in items]))
 
 
-def run_priors(config: pytest.Config) -> dict[str, float]:
-    """The function priors for this run's kind (case_costs.function_priors_for); none in a session without the
-    harness's options (this plugin alone)."""
-    return function_priors_for(run_options(config)) if RUN_OPTIONS in config.stash else {}
+def expected_costs(config: pytest.Config, nodeids: list[str]) -> dict[str, float]:
+    """nodeid -> expected seconds (case_costs.case_costs): the last run of this run's kind in its report directory,
+    and the function priors where they are of this run's kind; in a session without the harness's options (this
+    plugin alone), the last run of any kind and the suites' priors."""
+    options = run_options(config) if RUN_OPTIONS in config.stash else None
+    kind = None if options is None else run_kind(options)
+    known = durations_before(config.getoption("harness_report", None), nodeids, kind)
+    return case_costs(nodeids, known, {} if options is None else function_priors_for(options))

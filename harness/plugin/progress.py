@@ -1,25 +1,28 @@
 """Quiet progress for `mtp-harness run` (loaded with `-p harness.plugin.progress`): one line every 1/PROGRESS_STEPS of
-the cases, or after PROGRESS_EVERY_S seconds when some finished, with cases done, total and the time left;
-pytest's dot per test is left out. Runs in the controlling process only: pytest-xdist relays every worker's
-reports to it.
+the cases, and one at least every PROGRESS_EVERY_S seconds while cases run, finished or not (a heartbeat: a run
+whose last cases take minutes is never silent for minutes), with cases done, total and the time left; pytest's dot
+per test is left out. Runs in the controlling process only: pytest-xdist relays every worker's reports to it.
 
-The time left weighs each case by its expected cost (case_costs.py: its duration in the last run in the same report
-directory, else its test function's, else its suite's prior), not as an equal share, less what a running case has
-run already, and never shorter than the costliest xdist group still to finish on its one worker: a run whose last
-cases are its slow ones is not "about 4s" from its end.
+The time left weighs each case by its expected cost (case_costs.py: its duration in the last run of this run's kind
+in the same report directory, else its test function's, else a prior), not as an equal share, less what a running
+case has run already, and never shorter than the costliest xdist group still to finish on its one worker: a run whose
+last cases are its slow ones is not "about 4s" from its end. Where running cases have gone past their expected cost,
+the line says how many and by how much, and says the estimate is spent rather than "about 0s left".
 """
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
 
-from harness.plugin.case_costs import case_costs, durations_before, remaining_s, time_left_s
-from harness.plugin.case_order import run_priors
+from harness.plugin.case_costs import overruns_s, remaining_s, time_left_s
+from harness.plugin.case_order import expected_costs
 
 PROGRESS_STEPS = 20  # a line every 5% of the cases
-PROGRESS_EVERY_S = 60.0
+PROGRESS_EVERY_S = 60.0  # and at least one a minute while cases run
+HEARTBEAT_POLL_S = 5.0
 
 
 def format_duration(seconds: float) -> str:
@@ -32,16 +35,30 @@ def format_duration(seconds: float) -> str:
     return f"{seconds // 3600}h {seconds % 3600 // 60:02d}m"
 
 
-def progress_line(done: int, total: int, failed: int, elapsed_s: float, left_s: float | None) -> str:
-    """`done/total cases (pct), failed, elapsed[, time left]`."""
+def progress_line(
+    done: int, total: int, failed: int, elapsed_s: float, left_s: float | None, overruns: list[float] | None = None
+) -> str:
+    """`done/total cases (pct), failed, elapsed[, time left][, cases running past their expected cost]`; when the
+    estimate is spent while cases still run past theirs, it says so instead of "about 0s left"."""
     percent = 100 * done // total if total else 100
     line = f"mtp-harness: {done}/{total} cases ({percent}%), {failed} failed, {format_duration(elapsed_s)} elapsed"
-    return line if left_s is None or done >= total else f"{line}, about {format_duration(left_s)} left"
+    if left_s is None or done >= total:
+        return line
+    overruns = [seconds for seconds in overruns or [] if round(seconds) > 0]  # as the line writes them
+    if round(left_s) > 0 or not overruns:
+        line = f"{line}, about {format_duration(left_s)} left"
+    else:
+        line = f"{line}, the estimate spent"
+    if overruns:
+        cases = "1 case" if len(overruns) == 1 else f"{len(overruns)} cases"
+        line = f"{line}, {cases} running past the estimate by up to {format_duration(overruns[0])}"
+    return line
 
 
 class Progress:
     """Counts finished cases (pytest_runtest_logfinish, once per test) and failed ones (any failed phase); keeps when
-    each running case started, for the time left."""
+    each running case started, for the time left; a heartbeat thread writes the line when none was written for
+    PROGRESS_EVERY_S. The hooks and the heartbeat share one lock."""
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
@@ -55,13 +72,32 @@ class Progress:
         self.case_started: dict[str, float] = {}  # nodeid -> when it started (cases not finished)
         self.finished: set[str] = set()
         self.workers: set[str] = set()  # pytest-xdist's workers that collected
+        self.lock = threading.Lock()
+        self.stopped = threading.Event()
+        self.heartbeat: threading.Thread | None = None
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         self.session = session
+        self.heartbeat = threading.Thread(target=self.beat, name="mtp-harness-progress", daemon=True)
+        self.heartbeat.start()
+
+    def pytest_sessionfinish(self) -> None:
+        self.stopped.set()
+        if self.heartbeat is not None:
+            self.heartbeat.join()
+
+    def beat(self) -> None:
+        """Until the session ends: the line, when cases are known, some are unfinished and none was written for
+        PROGRESS_EVERY_S."""
+        while not self.stopped.wait(HEARTBEAT_POLL_S):
+            with self.lock:
+                if self.costs and self.done < self.total() and time.monotonic() - self.last_line >= PROGRESS_EVERY_S:
+                    self.write_line(time.monotonic())
 
     def expect(self, nodeids: list[str]) -> None:
-        known = durations_before(self.config.getoption("harness_report", None), nodeids)
-        self.costs = case_costs(nodeids, known, run_priors(self.config))
+        costs = expected_costs(self.config, nodeids)
+        with self.lock:
+            self.costs = costs
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:  # without xdist: the items are here
         self.expect([item.nodeid for item in session.items])
@@ -77,29 +113,42 @@ class Progress:
         return category, "", word  # no dot per test; the category still feeds pytest's summary
 
     def pytest_runtest_logstart(self, nodeid: str) -> None:
-        self.case_started[nodeid] = time.monotonic()
+        with self.lock:
+            self.case_started[nodeid] = time.monotonic()
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.failed:
             self.failed.add(report.nodeid)
 
-    def time_left(self, now: float) -> float:
-        """Seconds left (case_costs.py), the costs taken as seconds on this machine."""
-        running = {nodeid: now - started for nodeid, started in self.case_started.items()}
-        return time_left_s(remaining_s(self.costs, running, self.finished), len(self.workers) or 1)
+    def total(self) -> int:
+        """The cases collected (xdist: what the workers collected), never fewer than those done."""
+        return max(getattr(self.session, "testscollected", 0), self.done)
+
+    def write_line(self, now: float) -> None:
+        """The progress line as of `now` (the lock held), its time left from the costs taken as seconds on this
+        machine (case_costs.py)."""
+        self.last_line = now
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is None:
+            return
+        left = overruns = None
+        if self.costs:
+            running = {nodeid: now - started for nodeid, started in self.case_started.items()}
+            left = time_left_s(remaining_s(self.costs, running, self.finished), len(self.workers) or 1)
+            overruns = overruns_s(self.costs, running)
+        reporter.write_line(
+            progress_line(self.done, self.total(), len(self.failed), now - self.started, left, overruns)
+        )
 
     def pytest_runtest_logfinish(self, nodeid: str) -> None:
-        self.done += 1
-        self.finished.add(nodeid)
-        self.case_started.pop(nodeid, None)
-        total = max(getattr(self.session, "testscollected", 0), self.done)  # xdist: what the workers collected
-        step, now = self.done * PROGRESS_STEPS // total, time.monotonic()
-        if step > self.step or now - self.last_line >= PROGRESS_EVERY_S:
-            self.step, self.last_line = step, now
-            reporter = self.config.pluginmanager.get_plugin("terminalreporter")
-            if reporter is not None:
-                left = self.time_left(now) if self.costs else None
-                reporter.write_line(progress_line(self.done, total, len(self.failed), now - self.started, left))
+        with self.lock:
+            self.done += 1
+            self.finished.add(nodeid)
+            self.case_started.pop(nodeid, None)
+            step, now = self.done * PROGRESS_STEPS // self.total(), time.monotonic()
+            if step > self.step or now - self.last_line >= PROGRESS_EVERY_S:
+                self.step = step
+                self.write_line(now)
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -31,6 +31,18 @@ def test_the_time_left_error_at_each_checkpoint_is_the_estimate_over_what_was_le
     assert errors == pytest.approx({25: 200 / 150 - 1, 50: 90 / 100 - 1, 75: 0.0})
 
 
+def test_a_line_with_cases_past_their_estimate_reads_back_and_a_spent_estimate_counts_as_nothing_left():
+    # at 25% it said 60 s left with one case 12 s past its estimate (100 s were left: -40%); at 50% the estimate was
+    # spent (50 s were left: -100%)
+    lines = [
+        progress_line(25, 100, 0, 100, 60, [12.0]),
+        progress_line(50, 100, 0, 150, 0.3, [70.0, 3.0]),
+        progress_line(100, 100, 0, 200, None),
+    ]
+    assert "the estimate spent, 2 cases running past the estimate by up to 1m 10s" in lines[1]
+    assert time_left_errors(lines) == (100, pytest.approx({25: 60 / 100 - 1, 50: -1.0}))
+
+
 def test_a_run_without_progress_lines_has_no_errors():
     assert time_left_errors(["collected 0 items"]) == (None, {})
 

@@ -10,6 +10,7 @@ import re
 
 import pytest
 
+from harness.contract.run_options import EngineOptions, RunOptions
 from harness.plugin.case_costs import (
     SUITE_PRIORS_S,
     bare_nodeid,
@@ -17,6 +18,7 @@ from harness.plugin.case_costs import (
     durations_before,
     last_durations,
     remaining_s,
+    run_kind,
     time_left_s,
     unit_of_nodeid,
 )
@@ -27,11 +29,12 @@ GREEDY = "suites/greedy/test_g.py::test_natural[k1]"
 SAMPLING = "suites/sampling/test_s.py::test_law[case-1]@sampling"
 
 
-def write_run(root, name, durations):
+def write_run(root, name, durations, options=None):
     run = root / name
     run.mkdir(parents=True)
     cases = [{"nodeid": nodeid, "duration_s": seconds} for nodeid, seconds in durations.items()]
-    (run / "results.json").write_text(json.dumps({"cases": cases}))
+    header = {} if options is None else {"run": {"options": options.to_record()}}
+    (run / "results.json").write_text(json.dumps({**header, "cases": cases}))
     return run
 
 
@@ -56,6 +59,20 @@ def test_a_newer_run_of_other_tests_is_passed_over_for_the_last_run_of_these(tmp
     assert durations_before(str(this_run), [other_parameters]) == {GREEDY: 9.0}
     assert durations_before(str(this_run)) == {"mutants::mtp": 0.0}  # without this run's cases: the newest
     assert durations_before(str(this_run), [SAMPLING]) == {}
+
+
+def test_the_last_run_of_another_kind_is_passed_over(tmp_path):
+    default = RunOptions(dtype="float64")
+    release = RunOptions(decoder="transformers-mtp", dtype="float64", engine=EngineOptions(version="5.23.0"))
+    write_run(tmp_path, "20261201-100000", {GREEDY: 0.05}, default)
+    write_run(tmp_path, "20261202-100000", {GREEDY: 2.0}, release)  # a transformers release: 40 times dearer
+    write_run(tmp_path, "20261203-100000", {GREEDY: 0.05}, RunOptions(dtype="float64", budget="smoke"))
+    write_run(tmp_path, "20261204-100000", {GREEDY: 7.0})  # no header: of no known kind
+    this_run = tmp_path / "20261205-100000"
+    assert durations_before(str(this_run), [GREEDY], run_kind(default)) == {GREEDY: 0.05}
+    assert durations_before(str(this_run), [GREEDY], run_kind(release)) == {GREEDY: 2.0}
+    assert durations_before(str(this_run), [GREEDY]) == {GREEDY: 7.0}  # no kind asked: the newest of these cases
+    assert run_kind(default) != run_kind(RunOptions(dtype="float64", engine=EngineOptions(runner="v2")))
 
 
 def test_a_case_costs_its_last_duration_else_its_function_s_median_else_its_suite_s_prior():
@@ -161,7 +178,6 @@ def test_the_costliest_units_go_first_each_a_group_or_a_module_in_pytest_s_order
 
 
 def test_a_first_run_of_the_priors_kind_costs_a_case_its_function_s_prior_wherever_the_suites_are_installed(tmp_path):
-    from harness.contract.run_options import RunOptions
     from harness.plugin.case_costs import function_priors, function_priors_for, prior_key
 
     installed = "lib/python3.11/site-packages/harness/suites/greedy/test_g.py::test_natural[k9]@greedy"
@@ -169,7 +185,7 @@ def test_a_first_run_of_the_priors_kind_costs_a_case_its_function_s_prior_wherev
     cases = [{"nodeid": GREEDY, "duration_s": 1.0}, {"nodeid": GREEDY.replace("k1", "k2"), "duration_s": 0.0}]
     assert function_priors([*cases, {"nodeid": SAMPLING, "duration_s": None}]) == {"test_g.py::test_natural": 0.5}
     default = RunOptions(dtype="float64")
-    kind = {"decoder": "mtp", "model": "tiny-deepseek-v3", "dtype": "float64", "budget": "ci"}
+    kind = run_kind(default)
     path = tmp_path / "priors.json"
     path.write_text(json.dumps({"measured": "", "run": kind, "functions": {"test_g.py::test_natural": 0.5}}))
     priors = function_priors_for(default, path)

@@ -7,6 +7,7 @@ import argparse
 import importlib.util
 import os
 import re
+import time
 from types import SimpleNamespace
 
 import pytest
@@ -83,12 +84,25 @@ def test_a_progress_line_says_cases_done_total_failures_and_time_left():
     assert format_duration(59.6) == "1m 00s"
 
 
+def test_cases_running_past_their_estimate_are_named_and_a_spent_estimate_is_not_about_0s_left():
+    assert progress_line(4, 25, 0, 130.0, 40.0, [12.0]) == (
+        "mtp-harness: 4/25 cases (16%), 0 failed, 2m 10s elapsed, about 40s left, "
+        "1 case running past the estimate by up to 12s"
+    )
+    assert progress_line(4, 25, 0, 130.0, 0.2, [312.0, 5.0]) == (
+        "mtp-harness: 4/25 cases (16%), 0 failed, 2m 10s elapsed, the estimate spent, "
+        "2 cases running past the estimate by up to 5m 12s"
+    )
+    assert progress_line(24, 25, 0, 130.0, 0.2, []).endswith("about 0s left")  # nothing running past it
+
+
 class FakeConfig:
     """What Progress reads of pytest's config: no report directory, and a terminal that keeps the lines."""
 
     def __init__(self) -> None:
         self.lines: list[str] = []
         self.pluginmanager = self
+        self.stash: dict = {}  # no harness options: the suites' priors
 
     def getoption(self, name, default=None):
         return default
@@ -120,6 +134,31 @@ def test_the_time_left_weighs_each_case_by_its_cost_not_as_an_equal_share(monkey
     # the group needs 60 s, less the 22 s its first case has run: 38 s; the cheap ones 9 x 1 s over 2 workers
     # (counting cases as equal shares would say about 23 s)
     assert line.endswith("about 38s left"), line
+
+
+def test_the_heartbeat_writes_the_line_while_a_long_case_runs_and_stops_with_the_session(monkeypatch):
+    monkeypatch.setattr(progress, "PROGRESS_EVERY_S", 0.05)
+    monkeypatch.setattr(progress, "HEARTBEAT_POLL_S", 0.01)
+    config = FakeConfig()
+    watcher = Progress(config)
+    watcher.pytest_sessionstart(SimpleNamespace(testscollected=2))
+    try:
+        time.sleep(0.1)
+        assert config.lines == []  # no line before the cases are known
+        watcher.expect(["suites/sampling/test_s.py::test_law[1]", "suites/sampling/test_s.py::test_law[2]"])
+        watcher.costs = dict.fromkeys(watcher.costs, 0.02)  # each case expected to take 20 ms
+        watcher.pytest_runtest_logstart("suites/sampling/test_s.py::test_law[1]")
+        deadline = time.monotonic() + 30
+        while not (config.lines and "running past" in config.lines[-1]) and time.monotonic() < deadline:
+            time.sleep(0.01)  # a line each 50 ms; the overrun shows once it rounds to a second
+    finally:
+        watcher.pytest_sessionfinish()
+    written = len(config.lines)
+    assert written >= 3, config.lines  # no case finished, yet a line every PROGRESS_EVERY_S
+    assert all(line.startswith("mtp-harness: 0/2 cases (0%), 0 failed") for line in config.lines), config.lines
+    assert re.search(r"the estimate spent, 1 case running past the estimate by up to \d+s$", config.lines[-1])
+    time.sleep(0.1)
+    assert len(config.lines) == written  # the heartbeat ended with the session
 
 
 MANY_TESTS = """
