@@ -49,19 +49,28 @@ def cumulants(probs: torch.Tensor, grid: torch.Tensor = SADDLE_GRID) -> torch.Te
     off by ~1e-7, mostly its law's rounding away from a sum of 1; summed over the tens of thousands of terms of
     a whole-sequence case that error (0.003 over 65,000) exceeded K(s_hat) near the mean, and Lugannani-Rice gave
     anything in [0, 1] (0.08 for a true 0.90 at Z = 0.12; 0 on llama.cpp's samples of tiny-glm4-moe at Z = 0.16:
-    suites/unit/test_stats.py)."""
+    suites/unit/test_stats.py).
+    One exp per grid point: with m = max log p and 1 + s > 0 on the grid, the weights w = exp((1 + s)(log p - m))
+    are in (0, 1] (1 at the mode: no overflow), W = sum w, log sum p^(1+s) = log W + (1 + s) m, and
+    E_q[f] = sum w f / W: logsumexp's arithmetic without its second exp pass (2.2x faster on 1,500 contexts of 1,024
+    tokens, with errors against float64 no larger: docs/measurements/speed.md)."""
+    if bool((grid <= -1).any()):
+        raise ValueError("the saddlepoint grid needs 1 + s > 0 at every s")
     probs = probs.float()
     support = probs > 0
     log_p = torch.where(support, torch.log(probs.clamp_min(torch.finfo(probs.dtype).tiny)), torch.zeros_like(probs))
     mean = (probs * log_p).sum(-1)
     log_p_or_minus_inf = log_p.masked_fill(~support, -torch.inf)  # (1 + s) (-inf) = -inf: off the support for any s
+    mode = log_p_or_minus_inf.amax(-1, keepdim=True)
+    below_mode = log_p_or_minus_inf - mode
+    log_p_squared = log_p * log_p
     tables = []
     for s in grid.tolist():
-        exponent = (1 + s) * log_p_or_minus_inf
-        log_total = torch.logsumexp(exponent, dim=-1)
-        tilted = torch.exp(exponent - log_total[..., None])
-        first = (tilted * log_p).sum(-1)
-        second = (tilted * log_p * log_p).sum(-1) - first * first
+        weights = torch.exp((1 + s) * below_mode)
+        total = weights.sum(-1)
+        log_total = torch.log(total) + (1 + s) * mode.squeeze(-1)
+        first = (weights * log_p).sum(-1) / total
+        second = (weights * log_p_squared).sum(-1) / total - first * first
         tables.append(torch.stack([log_total - s * mean, first - mean, second.clamp_min(0.0)], dim=-1))
     table = torch.stack(tables, dim=-2).double()
     s = grid.to(table)
