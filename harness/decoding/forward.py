@@ -17,6 +17,38 @@ def target_pass(
     bundle: ModelBundle, slots: SlotCache, token_ids: torch.Tensor, positions: torch.Tensor, valid: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Feed token_ids [B, Q] at positions [B, Q] -> (h^0 the MTP depths read [B, Q, H], logits [B, Q, V])."""
+    hidden, normed = _target_hidden(bundle, slots, token_ids, positions, valid)
+    return hidden, bundle.target.get_output_embeddings()(normed)
+
+
+def prefill(
+    bundle: ModelBundle, slots: SlotCache, token_ids: torch.Tensor, positions: torch.Tensor, valid: torch.Tensor
+) -> torch.Tensor:
+    """The prompts' pass into empty `slots` (B rows) -> h^0 [B, P, H]; no logits (nothing reads a prompt token's).
+    Rows with the same prompt (the same tokens and length) are computed once: the pass runs on the first row of each
+    distinct prompt, then every row takes that row's cache, recurrent state and hidden states (a law case decodes
+    thousands of requests of one prompt). A row's attention and recurrence read only its own row, so each row holds
+    what the whole batch's pass gives it: bit for bit on attention-only models, and on a hybrid within the rounding
+    that the batch around a row already moves (suites/unit/test_prefill.py)."""
+    lengths = valid.sum(dim=1)
+    _, row_of = torch.unique(torch.cat([token_ids, lengths[:, None]], dim=1), dim=0, return_inverse=True)
+    distinct = int(row_of.max()) + 1 if len(row_of) else 0
+    if distinct == len(token_ids):
+        return _target_hidden(bundle, slots, token_ids, positions, valid)[0]
+    rows = torch.arange(len(token_ids), device=token_ids.device)
+    first = torch.full((distinct,), len(token_ids), device=token_ids.device).scatter_reduce(
+        0, row_of, rows, reduce="amin"
+    )
+    slots.select_rows(first)
+    hidden = _target_hidden(bundle, slots, token_ids[first], positions[first], valid[first])[0]
+    slots.select_rows(row_of)
+    return hidden[row_of]
+
+
+def _target_hidden(
+    bundle: ModelBundle, slots: SlotCache, token_ids: torch.Tensor, positions: torch.Tensor, valid: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The target's layers over token_ids [B, Q] -> (h^0 [B, Q, H], the final norm's output [B, Q, H])."""
     mask = slots.attention_mask(positions, valid, bundle.dtype)
     hidden, normed = run_target_decoder(
         bundle.target,
@@ -27,7 +59,7 @@ def target_pass(
         use_cache=True,
     )
     slots.appended(positions, valid)
-    return hidden, bundle.target.get_output_embeddings()(normed)
+    return hidden, normed
 
 
 def depth_pass(

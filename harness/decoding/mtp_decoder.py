@@ -27,7 +27,7 @@ from harness.contract.decoder import DecodeRequest, DecodeResult, PassObserver, 
 from harness.contract.seeds import derive_seed, generator
 from harness.decoding.acceptance import AcceptanceRule, PassPlace, greedy_accept, speculative_accept
 from harness.decoding.batch import BatchState, StopRule, decode_in_groups, prefill_inputs, stop_at_first_eos
-from harness.decoding.forward import target_pass
+from harness.decoding.forward import prefill, target_pass
 from harness.decoding.proposer import NO_LIMIT, MTPProposer
 from harness.decoding.sampling import one_hot, probability_dtype, process_logits, sample_from, uniforms
 from harness.decoding.slots import SlotCache
@@ -132,7 +132,7 @@ class _Batch:
     def run(self) -> list[DecodeResult]:
         ids, positions, valid = prefill_inputs(self.state)
         if ids.shape[1]:
-            hidden, _ = target_pass(self.bundle, self.target_slots, ids, positions, valid)
+            hidden = prefill(self.bundle, self.target_slots, ids, positions, valid)
             self.proposer.add_target_hidden(hidden, valid.sum(dim=1))
         while self.state.any_active():
             self.one_pass()

@@ -13,7 +13,7 @@ import torch
 from harness.contract.decoder import DecodeRequest, DecodeResult, SamplingConfig
 from harness.contract.seeds import generator
 from harness.decoding.batch import BatchState, decode_in_groups, prefill_inputs
-from harness.decoding.forward import target_pass
+from harness.decoding.forward import prefill, target_pass
 from harness.decoding.sampling import process_logits, sample_from, uniforms
 from harness.decoding.slots import SlotCache
 from harness.models.loading import ModelBundle
@@ -47,7 +47,7 @@ class TargetOnlyDecoder:
         generators = [generator(r.seed, bundle.device) for r in requests]
         ids, positions, valid = prefill_inputs(state)
         if ids.shape[1]:
-            target_pass(bundle, slots, ids, positions, valid)
+            prefill(bundle, slots, ids, positions, valid)
         while state.any_active():
             active = state.active
             _, logits = target_pass(
