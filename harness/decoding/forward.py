@@ -5,6 +5,8 @@ Shapes: B rows, Q query tokens per row (right-padded; `valid` marks real ones), 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
 from harness.decoding.slots import SlotCache
@@ -25,24 +27,37 @@ def prefill(
     bundle: ModelBundle, slots: SlotCache, token_ids: torch.Tensor, positions: torch.Tensor, valid: torch.Tensor
 ) -> torch.Tensor:
     """The prompts' pass into empty `slots` (B rows) -> h^0 [B, P, H]; no logits (nothing reads a prompt token's).
-    Rows with the same prompt (the same tokens and length) are computed once: the pass runs on the first row of each
-    distinct prompt, then every row takes that row's cache, recurrent state and hidden states (a law case decodes
-    thousands of requests of one prompt). A row's attention and recurrence read only its own row, so each row holds
-    what the whole batch's pass gives it: bit for bit on attention-only models, and on a hybrid within the rounding
-    that the batch around a row already moves (suites/unit/test_prefill.py)."""
-    lengths = valid.sum(dim=1)
-    _, row_of = torch.unique(torch.cat([token_ids, lengths[:, None]], dim=1), dim=0, return_inverse=True)
-    distinct = int(row_of.max()) + 1 if len(row_of) else 0
-    if distinct == len(token_ids):
-        return _target_hidden(bundle, slots, token_ids, positions, valid)[0]
-    rows = torch.arange(len(token_ids), device=token_ids.device)
-    first = torch.full((distinct,), len(token_ids), device=token_ids.device).scatter_reduce(
-        0, row_of, rows, reduce="amin"
+    Each distinct prompt is computed once (once_per_distinct_row: a law case decodes thousands of requests of one
+    prompt)."""
+    return once_per_distinct_row(
+        slots, lambda *inputs: _target_hidden(bundle, slots, *inputs)[0], token_ids, positions, valid
+    )
+
+
+def once_per_distinct_row(
+    slots: SlotCache, forward: Callable[..., torch.Tensor], *inputs: torch.Tensor
+) -> torch.Tensor:
+    """forward(*inputs) -> [B, ...], a pass that appends to `slots`; while `slots` holds nothing, rows whose inputs are
+    equal in every tensor are computed once: the pass runs on the first row of each distinct row, then every row
+    takes that row's cache slots, recurrent state and outputs. A row's attention and recurrence read only its own row
+    and its own cache, so with empty caches equal inputs give equal outputs, and each row holds what the whole
+    batch's pass gives it: bit for bit on attention-only models, and on a hybrid within the rounding that the batch
+    around a row already moves (suites/unit/test_prefill.py)."""
+    if slots.num_slots or not inputs or len(inputs[0]) < 2:
+        return forward(*inputs)
+    rows = len(inputs[0])
+    key = torch.cat([tensor.reshape(rows, -1).to(torch.float64) for tensor in inputs], dim=1)  # ids < 2^53: exact
+    _, row_of = torch.unique(key, dim=0, return_inverse=True)
+    distinct = int(row_of.max()) + 1
+    if distinct == rows:
+        return forward(*inputs)
+    first = torch.full((distinct,), rows, device=row_of.device).scatter_reduce(
+        0, row_of, torch.arange(rows, device=row_of.device), reduce="amin"
     )
     slots.select_rows(first)
-    hidden = _target_hidden(bundle, slots, token_ids[first], positions[first], valid[first])[0]
+    outputs = forward(*(tensor[first] for tensor in inputs))
     slots.select_rows(row_of)
-    return hidden[row_of]
+    return outputs[row_of]
 
 
 def _target_hidden(

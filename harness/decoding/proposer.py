@@ -22,7 +22,7 @@ from collections.abc import Callable
 import torch
 from transformers import DynamicCache
 
-from harness.decoding.forward import depth_pass
+from harness.decoding.forward import depth_pass, once_per_distinct_row
 from harness.decoding.slots import RaggedBuffer, SlotCache
 from harness.models.loading import ModelBundle
 
@@ -89,8 +89,13 @@ class MTPProposer:
                 positions = indices + step
                 tokens = sequence.gather(1, positions.clamp(max=sequence.shape[1] - 1))
                 hidden_in = inputs.data[:, :width] if inputs.data.shape[1] >= width else _pad(inputs.data, width)
-                out_hidden = depth_pass(
-                    self.bundle, d, self.slots[d], torch.where(valid, tokens, 0), hidden_in, positions, valid
+                out_hidden = once_per_distinct_row(  # a batch's first pass: its rows sharing a prompt share depth 1's
+                    self.slots[d],
+                    lambda *inputs, d=d: depth_pass(self.bundle, d, self.slots[d], *inputs),
+                    torch.where(valid, tokens, 0),
+                    hidden_in,
+                    positions,
+                    valid,
                 )
                 draft_at = (count - 1).clamp(min=0)
                 last_hidden = out_hidden[rows, draft_at]

@@ -1,4 +1,5 @@
-"""The prompts' pass computes each distinct prompt once (harness/decoding/forward.py `prefill`): every row then holds
+"""The prompts' pass computes each distinct prompt once (harness/decoding/forward.py `prefill`, and depth 1's first pass
+likewise: `once_per_distinct_row`): every row then holds
 what the pass over the whole batch puts in it (its cache slots, its recurrent state, its hidden states), whatever rows
 share a prompt, a prefix or trailing zeros (the padding token). Bit for bit on the attention-only fixtures. On the
 hybrid (tiny-qwen3-next) the gated delta rule's float64 rounding depends on the batch it runs in: a row decoded alone
@@ -10,7 +11,11 @@ from __future__ import annotations
 import pytest
 import torch
 
+import harness.decoding.forward as forward_module
+import harness.decoding.proposer as proposer_module
+from harness.contract.decoder import DecodeRequest, SamplingConfig
 from harness.decoding.forward import _target_hidden, prefill
+from harness.decoding.mtp_decoder import MTPDecoder
 from harness.decoding.slots import SlotCache
 from harness.models.loading import bundle_for
 
@@ -61,3 +66,24 @@ def test_rows_sharing_a_prompt_hold_bit_for_bit_what_the_whole_batch_s_pass_give
             torch.testing.assert_close(got, want, atol=tolerance, rtol=0.0, msg=f"row {row}")
     if bundle.is_hybrid:
         assert shared.recurrent.states  # the recurrent layers were compared
+
+
+def unshared(slots, forward, *inputs):
+    return forward(*inputs)
+
+
+@pytest.mark.parametrize("draft_mode", ["greedy", "sample"])
+def test_a_decode_with_shared_first_passes_is_the_decode_without_them(monkeypatch, draft_mode):
+    """The prompt's pass and depth 1's first pass, each shared by the rows of one prompt, change no token, draft, q
+    or pass record of a sampled batch (the rows draw with their own seeds, so their drafts differ after depth 1)."""
+    bundle = bundle_for("tiny-deepseek-v3", "cpu", "float64")
+    sampling = SamplingConfig(temperature=1.0)
+    requests = [
+        DecodeRequest(tuple(row), 6, sampling=sampling, seed=seed, num_draft_tokens=3, draft_mode=draft_mode)
+        for seed, row in enumerate(ROWS * 3)
+    ]
+    shared = MTPDecoder(bundle).decode(requests)
+    monkeypatch.setattr(forward_module, "once_per_distinct_row", unshared)
+    monkeypatch.setattr(proposer_module, "once_per_distinct_row", unshared)
+    assert MTPDecoder(bundle).decode(requests) == shared
+    assert len({result.token_ids for result in shared}) > len({tuple(row) for row in ROWS})  # the seeds differ
