@@ -37,23 +37,33 @@ def prefill(
 def once_per_distinct_row(
     slots: SlotCache, forward: Callable[..., torch.Tensor], *inputs: torch.Tensor
 ) -> torch.Tensor:
-    """forward(*inputs) -> [B, ...], a pass that appends to `slots`; while `slots` holds nothing, rows whose inputs are
-    equal in every tensor are computed once: the pass runs on the first row of each distinct row, then every row
-    takes that row's cache slots, recurrent state and outputs. A row's attention and recurrence read only its own row
-    and its own cache, so with empty caches equal inputs give equal outputs, and each row holds what the whole
-    batch's pass gives it: bit for bit on attention-only models, and on a hybrid within the rounding that the batch
-    around a row already moves (suites/unit/test_prefill.py)."""
+    """forward(*inputs) -> [B, ...], a pass that appends to `slots`; while `slots` holds nothing (a batch's first
+    pass), rows whose inputs are equal in every tensor are computed once: the pass runs on the first row of each
+    distinct row, then every row takes that row's cache slots, recurrent state and outputs. A row's attention and
+    recurrence read only its own row and its own cache, so with empty caches equal inputs give equal outputs, and each
+    row holds what the whole batch's pass gives it: on CPU bit for bit on attention-only models, and on a hybrid
+    within the rounding that the batch around a row already moves (suites/unit/test_prefill.py; on an accelerator a
+    batch of another height may take another matrix kernel, as any batch of another composition does).
+    Rows are grouped by their integer inputs (token ids, positions, valid flags); a floating input (hidden states)
+    is then compared row by row with its group's first row, without a copy, and any difference runs the batch
+    unshared."""
     if slots.num_slots or not inputs or len(inputs[0]) < 2:
         return forward(*inputs)
     rows = len(inputs[0])
-    key = torch.cat([tensor.reshape(rows, -1).to(torch.float64) for tensor in inputs], dim=1)  # ids < 2^53: exact
-    _, row_of = torch.unique(key, dim=0, return_inverse=True)
+    exact = [tensor.reshape(rows, -1).long() for tensor in inputs if not tensor.is_floating_point()]
+    if not exact:
+        return forward(*inputs)
+    _, row_of = torch.unique(torch.cat(exact, dim=1), dim=0, return_inverse=True)
     distinct = int(row_of.max()) + 1
     if distinct == rows:
         return forward(*inputs)
     first = torch.full((distinct,), rows, device=row_of.device).scatter_reduce(
         0, row_of, torch.arange(rows, device=row_of.device), reduce="amin"
     )
+    source = first[row_of].tolist()
+    for tensor in (tensor for tensor in inputs if tensor.is_floating_point()):
+        if not all(torch.equal(tensor[row], tensor[other]) for row, other in enumerate(source) if row != other):
+            return forward(*inputs)
     slots.select_rows(first)
     outputs = forward(*(tensor[first] for tensor in inputs))
     slots.select_rows(row_of)

@@ -89,7 +89,7 @@ class MTPProposer:
                 positions = indices + step
                 tokens = sequence.gather(1, positions.clamp(max=sequence.shape[1] - 1))
                 hidden_in = inputs.data[:, :width] if inputs.data.shape[1] >= width else _pad(inputs.data, width)
-                out_hidden = once_per_distinct_row(  # a batch's first pass: its rows sharing a prompt share depth 1's
+                out_hidden = once_per_distinct_row(  # while depth d holds nothing, equal rows run once
                     self.slots[d],
                     lambda *inputs, d=d: depth_pass(self.bundle, d, self.slots[d], *inputs),
                     torch.where(valid, tokens, 0),

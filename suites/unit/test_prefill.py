@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import pytest
 import torch
+from transformers import DynamicCache
 
 import harness.decoding.forward as forward_module
 import harness.decoding.proposer as proposer_module
 from harness.contract.decoder import DecodeRequest, SamplingConfig
-from harness.decoding.forward import _target_hidden, prefill
+from harness.decoding.forward import _target_hidden, once_per_distinct_row, prefill
 from harness.decoding.mtp_decoder import MTPDecoder
 from harness.decoding.slots import SlotCache
 from harness.models.loading import bundle_for
@@ -87,3 +88,21 @@ def test_a_decode_with_shared_first_passes_is_the_decode_without_them(monkeypatc
     monkeypatch.setattr(proposer_module, "once_per_distinct_row", unshared)
     assert MTPDecoder(bundle).decode(requests) == shared
     assert len({result.token_ids for result in shared}) > len({tuple(row) for row in ROWS})  # the seeds differ
+
+
+def test_rows_equal_in_their_ids_but_not_their_hidden_states_run_unshared():
+    batches = []
+
+    def forward(ids, hidden):
+        batches.append(len(ids))
+        return hidden * 2
+
+    ids = torch.tensor([[3, 4], [3, 4], [5, 6]])
+    hidden = torch.zeros(3, 2, 4, dtype=torch.float64)
+    slots = SlotCache(DynamicCache(), [0], 3, torch.device("cpu"))
+    assert torch.equal(once_per_distinct_row(slots, forward, ids, hidden), hidden * 2)
+    assert batches == [2]  # rows 0 and 1 ran once
+    hidden[1, 1, 3] = 1e-300
+    slots = SlotCache(DynamicCache(), [0], 3, torch.device("cpu"))
+    assert torch.equal(once_per_distinct_row(slots, forward, ids, hidden), hidden * 2)
+    assert batches == [2, 3]  # a hidden state differs: every row ran
