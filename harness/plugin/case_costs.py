@@ -4,8 +4,8 @@ progress line's time left counts (progress.py), so that a run ends when its esti
 A case's cost is, in this order of preference:
 1. its own duration in the last run recorded in the same report directory (results.json's `duration_s`, the newest
    run directory other than this run's that has one of its test functions and is of this run's kind (run_kind: the
-   same decoder, engine options, model, dtype, budget and reference; a transformers release's sampling case costs
-   ten times the harness decoder's, a V2 runner's greedy case twenty times V1's));
+   same decoder, engine options, model, device, dtype, budget, sampling TV, reference and prompts; a transformers
+   release's sampling case costs ten times the harness decoder's, a V2 runner's greedy case twenty times V1's));
 2. the median duration of that run's cases of the same test function (its other parameters);
 3. the prior of its test function, where the run is of the kind the priors were measured on (FUNCTION_PRIORS_FILE:
    the mean duration of the function's cases in default runs on the 2-core reference machine, written by
@@ -119,15 +119,19 @@ def function_priors(cases: Iterable[Mapping]) -> dict[str, float]:
 
 def run_kind(options: RunOptions) -> dict[str, object]:
     """What a run's case durations depend on besides the machine: the decoder and its engine options (release, runner,
-    configuration, fixes, patches, arguments), the model, its dtype, the budget, the reference."""
+    configuration, fixes, patches, arguments), the model, its device and dtype, the budget and the sampling suite's
+    TV (N grows as 1 / TV^2), the reference, the prompts file."""
     record = options.to_record()
     return {
         "decoder": options.decoder,
         "engine": record["engine"],
         "model": Path(options.model).name,
+        "device": options.device,
         "dtype": options.dtype,
         "budget": options.budget,
+        "sampling_tv": options.sampling_tv,
         "reference": record["reference"],
+        "prompts": Path(options.prompts).name,
     }
 
 

@@ -1,7 +1,8 @@
 """Quiet progress for `mtp-harness run` (loaded with `-p harness.plugin.progress`): one line every 1/PROGRESS_STEPS of
-the cases, and one at least every PROGRESS_EVERY_S seconds while cases run, finished or not (a heartbeat: a run
-whose last cases take minutes is never silent for minutes), with cases done, total and the time left; pytest's dot
-per test is left out. Runs in the controlling process only: pytest-xdist relays every worker's reports to it.
+the cases, and, with pytest-xdist's workers, one at least every PROGRESS_EVERY_S seconds while cases run, finished or
+not (a heartbeat: a run whose last cases take minutes is never silent for minutes; in one process a line comes when a
+case ends, Progress.start_heartbeat says why), with cases done, total and the time left; pytest's dot per test is left
+out. Runs in the controlling process only: pytest-xdist relays every worker's reports to it.
 
 The time left weighs each case by its expected cost (case_costs.py: its duration in the last run of this run's kind
 in the same report directory, else its test function's, else a prior), not as an equal share, less what a running
@@ -78,13 +79,19 @@ class Progress:
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         self.session = session
-        self.heartbeat = threading.Thread(target=self.beat, name="mtp-harness-progress", daemon=True)
-        self.heartbeat.start()
+
+    def start_heartbeat(self) -> None:
+        """The heartbeat thread, in pytest-xdist's controlling process only: there no test runs, so nothing captures
+        its lines (in one process pytest captures the output of the test that runs, and a line written meanwhile
+        would land in that test's captured output: there a line comes when a case ends)."""
+        if self.heartbeat is None:
+            self.heartbeat = threading.Thread(target=self.beat, name="mtp-harness-progress", daemon=True)
+            self.heartbeat.start()
 
     def pytest_sessionfinish(self) -> None:
         self.stopped.set()
         if self.heartbeat is not None:
-            self.heartbeat.join()
+            self.heartbeat.join(timeout=HEARTBEAT_POLL_S)
 
     def beat(self) -> None:
         """Until the session ends: the line, when cases are known, some are unfinished and none was written for
@@ -106,6 +113,7 @@ class Progress:
         self.workers.add(str(getattr(node, "gateway", node)))
         if not self.costs:
             self.expect(ids)
+        self.start_heartbeat()
 
     @pytest.hookimpl(wrapper=True)
     def pytest_report_teststatus(self, report: pytest.TestReport):  # noqa: ANN201 - (category, letter, word)

@@ -73,6 +73,8 @@ def test_the_last_run_of_another_kind_is_passed_over(tmp_path):
     assert durations_before(str(this_run), [GREEDY], run_kind(release)) == {GREEDY: 2.0}
     assert durations_before(str(this_run), [GREEDY]) == {GREEDY: 7.0}  # no kind asked: the newest of these cases
     assert run_kind(default) != run_kind(RunOptions(dtype="float64", engine=EngineOptions(runner="v2")))
+    assert run_kind(default) != run_kind(RunOptions(dtype="float64", sampling_tv=0.05))  # N grows as 1 / TV^2
+    assert run_kind(default) != run_kind(RunOptions(dtype="float64", device="cuda"))
 
 
 def test_a_case_costs_its_last_duration_else_its_function_s_median_else_its_suite_s_prior():

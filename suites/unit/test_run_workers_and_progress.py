@@ -142,12 +142,12 @@ def test_the_heartbeat_writes_the_line_while_a_long_case_runs_and_stops_with_the
     config = FakeConfig()
     watcher = Progress(config)
     watcher.pytest_sessionstart(SimpleNamespace(testscollected=2))
+    assert watcher.heartbeat is None  # in one process pytest would capture its lines: none
+    cases = ["suites/sampling/test_s.py::test_law[1]", "suites/sampling/test_s.py::test_law[2]"]
     try:
-        time.sleep(0.1)
-        assert config.lines == []  # no line before the cases are known
-        watcher.expect(["suites/sampling/test_s.py::test_law[1]", "suites/sampling/test_s.py::test_law[2]"])
+        watcher.pytest_xdist_node_collection_finished(SimpleNamespace(gateway="gw0"), cases)  # xdist's controller
         watcher.costs = dict.fromkeys(watcher.costs, 0.02)  # each case expected to take 20 ms
-        watcher.pytest_runtest_logstart("suites/sampling/test_s.py::test_law[1]")
+        watcher.pytest_runtest_logstart(cases[0])
         deadline = time.monotonic() + 30
         while not (config.lines and "running past" in config.lines[-1]) and time.monotonic() < deadline:
             time.sleep(0.01)  # a line each 50 ms; the overrun shows once it rounds to a second
