@@ -23,6 +23,7 @@ from harness.contract.records import (
     PassesRecord,
     attach_record,
     hidden_pairing_records,
+    step_fact_records,
     step_records,
 )
 from harness.contract.run_options import Reference, RunOptions
@@ -171,6 +172,10 @@ def passes_on_failure(record_property):
                 record["hidden_pairings"] = hidden_pairing_records(result.hidden_pairings)
             if other and other[1].hidden_pairings:
                 record["other_hidden_pairings"] = hidden_pairing_records(other[1].hidden_pairings)
+            if result.step_facts:
+                record["step_facts"] = step_fact_records(result.step_facts)
+            if other and other[1].step_facts:
+                record["other_step_facts"] = step_fact_records(other[1].step_facts)
             attach_record(record_property, "passes", record)
             raise
 

@@ -15,6 +15,7 @@ from harness.contract.records import (
     ConformanceRecord,
     ConformanceRequestRecord,
     hidden_pairing_records,
+    step_fact_records,
     step_records,
 )
 from harness.decoding.mtp_decoder import MTPDecoder
@@ -64,6 +65,8 @@ def conformance_record(
             record["prefill_chunk_ends"] = list(results[index].prefill_chunk_ends)
         if results[index].hidden_pairings:
             record["hidden_pairings"] = hidden_pairing_records(results[index].hidden_pairings)
+        if results[index].step_facts:
+            record["step_facts"] = step_fact_records(results[index].step_facts)
         involved_requests.append(record)
     return ConformanceRecord(
         num_draft_tokens=k,

@@ -192,13 +192,19 @@ class DecodeResult:
     prefill_chunk_ends: where an engine that prefills prompts in chunks ended each chunk but the last (the count of
     prompt tokens computed after it), as the engine reports it; empty for a whole prefill or an engine that does not
     say. hidden_pairings: the MTP layer's pairings an engine reports (HiddenPairing), in order; empty where it does
-    not. Neither is part of the output: two results that differ only there are equal."""
+    not. engine_steps: for each pass of `steps`, the engine step that verified it, as the engine reports it (vLLM,
+    llama.cpp built with the harness's instrumentation): passes of one decode call with the same number ran together.
+    step_facts: name -> one value per pass, what the engine's decoder computed from the whole decode call about the
+    step each pass ran in (harness/subjects/engines/batch_steps.py): what a decision the engine takes for the whole
+    batch reads. None of these is part of the output: two results that differ only there are equal."""
 
     token_ids: tuple[int, ...]
     steps: tuple[VerifyStep, ...]
     finish_reason: FinishReason
     prefill_chunk_ends: tuple[int, ...] = field(default=(), compare=False)
     hidden_pairings: tuple[HiddenPairing, ...] = field(default=(), compare=False)
+    engine_steps: tuple[int, ...] = field(default=(), compare=False)
+    step_facts: Mapping[str, tuple[int, ...]] = field(default_factory=lambda: MappingProxyType({}), compare=False)
 
 
 @runtime_checkable

@@ -225,6 +225,10 @@ class PassesRecord(TypedDict):
     other: str | None  # what other_steps is ("alone")
     hidden_pairings: NotRequired[list[HiddenPairingRecord]]  # of `steps`' decode, where the engine reports them
     other_hidden_pairings: NotRequired[list[HiddenPairingRecord]]  # of `other_steps`' decode
+    step_facts: NotRequired[
+        dict[str, list[int]]
+    ]  # of `steps`' decode, where the engine reports its steps (DecodeResult)
+    other_step_facts: NotRequired[dict[str, list[int]]]  # of `other_steps`' decode
 
 
 class ConformanceRequestRecord(TypedDict):
@@ -234,6 +238,7 @@ class ConformanceRequestRecord(TypedDict):
     steps: list[StepRecord]
     prefill_chunk_ends: NotRequired[list[int]]  # where the engine ended its prompt's prefill chunks (DecodeResult)
     hidden_pairings: NotRequired[list[HiddenPairingRecord]]  # the MTP layer's pairings the engine reports
+    step_facts: NotRequired[dict[str, list[int]]]  # per pass, facts of its engine step (DecodeResult)
 
 
 class ConformanceMismatchRecord(TypedDict):
@@ -423,6 +428,11 @@ def step_records(steps: "Sequence[VerifyStep]") -> list[StepRecord]:
     return [
         StepRecord(start=s.start, drafts=list(s.drafts), accepted=s.accepted, emitted=list(s.emitted)) for s in steps
     ]
+
+
+def step_fact_records(step_facts: "Mapping[str, Sequence[int]]") -> dict[str, list[int]]:
+    """Per-pass facts of each pass's engine step (DecodeResult.step_facts) as a record."""
+    return {name: list(values) for name, values in step_facts.items()}
 
 
 def hidden_pairing_records(pairings: "Sequence[HiddenPairing]") -> list[HiddenPairingRecord]:

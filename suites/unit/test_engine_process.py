@@ -96,6 +96,8 @@ def test_an_engine_that_writes_something_else_than_json_is_a_protocol_error(pref
         ({"token_ids": [1], "finish_reason": "eos", "prefill_chunk_ends": [None]}, "prefill_chunk_ends must be"),
         ({"token_ids": [1], "finish_reason": "stop"}, "finish_reason must be 'eos' or 'length'"),
         ({"token_ids": [1], "finish_reason": "eos", "steps": [{"start": 0, "accepted": 0}]}, "step 0: drafts must be"),
+        ({"token_ids": [1], "finish_reason": "eos", "engine_steps": [3]}, "engine_steps has 1 entries for 0 steps"),
+        ({"token_ids": [1], "finish_reason": "eos", "engine_steps": ["3"]}, "engine_steps must be a list of integers"),
     ],
 )
 def test_a_malformed_result_names_the_field(message, error):

@@ -201,45 +201,54 @@ def test_the_vllm_signatures_refuse_a_start_up_failure_and_an_unrelated_crash():
     assert not drafts_of_token_zero(case(start_up))
 
 
-def test_the_drafter_skip_signature_needs_unproposed_token_zero_drafts_and_unchanged_tokens():
+def test_the_drafter_skip_signature_needs_the_predicted_token_zero_passes_and_unchanged_tokens():
+    """A record it must explain: the pass after a step whose longest sequence leaves no room for k drafts holds
+    token 0 only. Near misses it must not: token-0 drafts after a step that fits (a new bug that drafts 0), a
+    predicted pass with a real draft (the drafter ran), a record without the engine's steps, a changed token."""
+    from harness.models.loading import bundle_for
     from harness.subjects.engines.findings import FailedCase
     from harness.subjects.engines.vllm.signatures import drafts_of_token_zero
 
-    def passes(drafts, forced=None, prompt_id="p"):
+    bundle = bundle_for("tiny-mimo", "cpu", "float32")
+    fits, full = bundle.max_context - 2, bundle.max_context - 1  # + k = 2: at the limit (the drafter runs), past it
+
+    def passes(drafts, longest, forced=None, other=None):
         steps = [{"start": 1, "drafts": [5, 6], "accepted": 2, "emitted": [5, 6, 7]}]
         steps.append({"start": 4, "drafts": drafts, "accepted": 0, "emitted": [9]})
-        return {
-            "passes": {
-                "prompt_id": prompt_id,
-                "num_draft_tokens": 2,
-                "forced_drafts": forced or {},
-                "expected": None,
-                "steps": steps,
-                "other_steps": None,
-                "other": None,
-            }
+        record = {
+            "prompt_id": "p",
+            "num_draft_tokens": 2,
+            "forced_drafts": forced or {},
+            "expected": None,
+            "steps": steps,
+            "other_steps": None,
+            "other": None,
         }
+        if longest is not None:
+            record["step_facts"] = {"longest": [longest, 10]}
+        if other is not None:
+            record |= {"other_steps": other[0], "other": "alone", "other_step_facts": {"longest": other[1]}}
+        return {"passes": record}
 
-    from harness.models.loading import bundle_for
+    forced_test = "greedy/test_forced_rejections.py::test_forced_rejections_keep_the_reference"
 
-    bundle = bundle_for("tiny-mimo", "cpu", "float32")
-    forced = "greedy/test_forced_rejections.py::test_forced_rejections_keep_the_reference"
+    def explained(records):
+        case = FailedCase(f"{forced_test}[p-k2-final-position-mixed]", "passes differ", records, (), lambda: bundle)
+        return drafts_of_token_zero(case)
 
-    def explained(records, case_id="long-02-k2-final-position-mixed"):
-        nodeid = f"{forced}[{case_id}]"
-        return drafts_of_token_zero(FailedCase(nodeid, "passes differ", records, (), model=lambda: bundle))
-
-    assert explained(passes([0, 0]))
-    assert not explained(passes([0, 0]), "p-k2-final-position-clear-of-context-end"), "no request reaches the end"
-    # separated: the case's own prompt's batch; no batch named (random rejections): the request alone
-    assert explained(passes([0, 0], prompt_id="long-02"), "long-02-k2-final-position-separated")
-    assert not explained(passes([0, 0], prompt_id="natural-01"), "natural-01-k2-final-position-separated")
-    assert explained(passes([0, 0], prompt_id="long-02"), "k2")
-    assert not explained(passes([0, 0], prompt_id="natural-01"), "k2"), "alone and clear of the end: not the skip"
-    assert not explained(passes([0, 3])), "a draft of 0 beside a real draft is not the skip"
-    assert not explained(passes([0, 0], forced={"4": 0, "5": 0})), "drafts of 0 that were forced are not the skip"
+    assert explained(passes([0, 0], full))
+    assert explained(passes([0], full)), "the scheduler trims the zeros at max_model_len"
+    assert not explained(passes([0, 0], fits)), "the step left room for k drafts: the drafter ran"
+    assert not explained(passes([4, 0], full)), "a predicted skip whose pass holds a real draft: the drafter ran"
+    assert not explained(passes([0, 0], None)), "without the engine's steps nothing is predicted"
+    assert not explained(passes([0, 0], fits, forced={"4": 0, "5": 0})), "drafts of 0 that were forced"
+    assert not explained(passes([3, 4], fits)), "no skip predicted or seen: another bug"
+    alone = [{"start": 0, "drafts": [0, 0], "accepted": 0, "emitted": [2]}]
+    assert not explained(passes([0, 0], full, other=(alone, [fits]))), "the decode alone drafted 0 unpredicted"
+    drafted_alone = [{"start": 0, "drafts": [2], "accepted": 1, "emitted": [2]}]
+    assert explained(passes([0, 0], full, other=(drafted_alone, [9])))
     divergence = {"divergence": {"near_tie": False, "index": 3}}
-    assert not explained(passes([0, 0]) | divergence), "the skip never changes greedy tokens"
+    assert not explained(passes([0, 0], full) | divergence), "the skip never changes greedy tokens"
 
 
 def test_the_expand_kernel_signature_needs_a_rejection_that_spares_the_first_token():
@@ -263,10 +272,10 @@ def test_the_expand_kernel_signature_needs_a_rejection_that_spares_the_first_tok
     assert sampled_with_garbage_parameters(FailedCase("n", "rejected", {"sampling": law}, (), model=lambda: None))
 
 
-def test_the_drafter_skip_explains_draft_mismatches_only_in_a_batch_that_reaches_the_context_end():
-    """The skip's mechanism needs a request of the batch within reach of max_model_len: in the batch clear of the
-    context end, a request's mismatches after an all-zero pass are a new bug (a record it must not explain); in the
-    batches holding the long prompts they are the skip's holes (a record it must explain)."""
+def test_the_drafter_skip_explains_draft_mismatches_from_its_first_predicted_skip_on():
+    """A request's mismatches at and after the pass the engine steps predict as skipped are the skip's (the zeros,
+    then drafts from an MTP cache with holes); a mismatch before it, or after token-0 drafts no step predicts (the
+    longest sequence of their step fits: a new bug), is not."""
     from harness.models.loading import bundle_for
     from harness.subjects.engines.findings import FailedCase
     from harness.subjects.engines.vllm.signatures import DRAFTER_SKIP, conformance_explained_by
@@ -277,16 +286,20 @@ def test_the_drafter_skip_explains_draft_mismatches_only_in_a_batch_that_reaches
         {"start": 3, "drafts": [0, 0], "accepted": 0, "emitted": [4]},  # the skipped pass
         {"start": 4, "drafts": [5, 6], "accepted": 0, "emitted": [1]},  # drafts from a cache with holes
     ]
-    request = {"prompt_id": "p", "prompt_ids": [3, 4, 5], "token_ids": [7, 8, 9, 4, 1], "steps": steps}
-    mismatches = [{"request": 0, "start": 3, "drafts": [0, 0], "expected": [4, 2]}]
-    mismatches.append({"request": 0, "start": 4, "drafts": [5, 6], "expected": [1, 2]})
-    record = {"num_draft_tokens": 2, "passes": 3, "mismatches": mismatches, "requests": [request]}
     test = "suites/invariants/test_draft_conformance.py::test_greedy_drafts_equal_the_harness_proposers"
 
-    def explained(batch: str) -> frozenset[str]:
-        case = FailedCase(f"{test}[k2-{batch}]", "mismatch", {"conformance": record}, (DRAFTER_SKIP,), lambda: bundle)
+    def explained(longest: list[int] | None, mismatch_starts=(3, 4)) -> frozenset[str]:
+        request = {"prompt_id": "p", "prompt_ids": [3, 4, 5], "token_ids": [7, 8, 9, 4, 1], "steps": steps}
+        if longest is not None:
+            request["step_facts"] = {"longest": longest}
+        by_start = {s["start"]: s["drafts"] for s in steps}
+        mismatches = [{"request": 0, "start": s, "drafts": by_start[s], "expected": [1, 2]} for s in mismatch_starts]
+        record = {"num_draft_tokens": 2, "passes": 3, "mismatches": mismatches, "requests": [request]}
+        case = FailedCase(f"{test}[k2-mixed]", "mismatch", {"conformance": record}, (DRAFTER_SKIP,), lambda: bundle)
         return conformance_explained_by(case)
 
-    assert explained("at-context-end") == {DRAFTER_SKIP}
-    assert explained("mixed") == {DRAFTER_SKIP}
-    assert explained("clear-of-context-end") == frozenset(), "no request of that batch can trigger the skip"
+    full, fits = bundle.max_context - 1, bundle.max_context - 2
+    assert explained([full, 6, 7]) == {DRAFTER_SKIP}
+    assert explained([fits, 6, 7]) == frozenset(), "the step fits: token-0 drafts nobody predicts"
+    assert explained(None) == frozenset(), "without the engine's steps nothing is predicted"
+    assert explained([full, 6, 7], mismatch_starts=(0, 3, 4)) == frozenset(), "a mismatch before the skip"

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from harness.contract.decoder import DecodeRequest, DecodeResult
 from harness.contract.run_options import EngineOptions
 from harness.decoding.batch import decode_in_groups
+from harness.subjects.engines.batch_steps import StepFact, with_step_facts
 from harness.subjects.engines.environments import flavour_of
 from harness.subjects.engines.process import EngineError, EnginePool, EngineProcess
 
@@ -48,6 +49,8 @@ class EngineDecoder:
     # what the engine cannot serve even with speculation, and why; request field -> the values it serves with it
     speculative_lacks: Mapping[str, str] = MappingProxyType({})
     speculative_serves: Mapping[str, set[object]] = MappingProxyType({})
+    # what its findings' signatures read of the batch each pass ran in (DecodeResult.step_facts; batch_steps.py)
+    step_facts: Mapping[str, StepFact] = MappingProxyType({})
 
     def __init__(self, engine: Engine, bundle: ModelBundle, speculative: bool, options: EngineOptions) -> None:
         self.engine = engine
@@ -113,7 +116,7 @@ class EngineDecoder:
         self.check_requests(requests)
 
         def decode_group(group: list[DecodeRequest], indices: list[int]) -> list[DecodeResult]:
-            return self.process(self.engine_key(group[0])).decode(group)
+            return with_step_facts(group, self.process(self.engine_key(group[0])).decode(group), self.step_facts)
 
         return decode_in_groups(requests, self.bundle.vocab_size, self.context_limit, self.engine_key, decode_group)
 

@@ -24,7 +24,8 @@ JSON lines over the server's stdin and stdout (one message per line, UTF-8), pro
                "steps": [{"start": int, "drafts": [int], "accepted": int, "emitted": [int]}],
                "prefill_chunk_ends": [int] (optional: where the engine ended each prefill chunk but the last),
                "hidden_pairings": [{"step": int, "position": int, "hidden": [float] | null}] (optional: the MTP
-               layer's pairings the engine reports, DecodeResult.hidden_pairings)}
+               layer's pairings the engine reports, DecodeResult.hidden_pairings),
+               "engine_steps": [int] (optional: the engine step that verified each of `steps`)}
 
 The fields are those of harness.contract.decoder's DecodeRequest / DecodeResult; num_draft_tokens and draft_mode are
 engine configuration (an engine process serves one k and one draft mode), not request fields.
@@ -80,6 +81,7 @@ def result_message(result: DecodeResult) -> dict:
         "steps": step_records(result.steps),
         "prefill_chunk_ends": list(result.prefill_chunk_ends),
         "hidden_pairings": hidden_pairing_records(result.hidden_pairings),
+        "engine_steps": list(result.engine_steps),
     }
 
 
@@ -106,7 +108,12 @@ def parse_result(message: object, where: str) -> DecodeResult:
             VerifyStep(start, tuple(_int_list(step, "drafts", at)), accepted, tuple(_int_list(step, "emitted", at)))
         )
     chunk_ends = _int_list(message, "prefill_chunk_ends", where) if "prefill_chunk_ends" in message else []
-    return DecodeResult(tuple(tokens), tuple(steps), finish, tuple(chunk_ends), _pairings(message, where))
+    engine_steps = _int_list(message, "engine_steps", where) if "engine_steps" in message else []
+    if engine_steps and len(engine_steps) != len(steps):
+        raise EngineProtocolError(f"{where}: engine_steps has {len(engine_steps)} entries for {len(steps)} steps")
+    return DecodeResult(
+        tuple(tokens), tuple(steps), finish, tuple(chunk_ends), _pairings(message, where), tuple(engine_steps)
+    )
 
 
 def _pairings(message: Mapping, where: str) -> tuple:

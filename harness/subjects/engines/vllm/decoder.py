@@ -23,12 +23,14 @@ its scheduler did since the last take.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from types import MappingProxyType
 
 import torch
 
 from harness.contract.decoder import SamplingConfig
 from harness.contract.errors import HarnessError
 from harness.models.loading import ModelBundle
+from harness.subjects.engines.batch_steps import longest_per_engine_step
 from harness.subjects.engines.decoder import EngineDecoder, engine_threads
 
 ENGINE_DTYPES = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}
@@ -36,6 +38,9 @@ ENGINE_DTYPES = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.flo
 
 class VLLMDecoder(EngineDecoder):
     """vLLM's speculative decoding with the checkpoint's MTP layers (or plain vLLM with speculative=False)."""
+
+    # the longest sequence of each pass's engine step: what the drafter skip's per-batch condition reads
+    step_facts = MappingProxyType({"longest": longest_per_engine_step})
 
     def check_bundle(self, bundle: ModelBundle) -> None:
         if bundle.dtype not in ENGINE_DTYPES:

@@ -47,9 +47,10 @@ DRAFTER_SKIPPED_FOR_THE_WHOLE_BATCH = Finding(
     slug="vllm-drafter-skipped-for-the-whole-batch-near-max-model-len",
     title="when one request of the batch is within k tokens of max_model_len, no request of the batch is "
     "drafted for (token-0 placeholder drafts are verified instead) and the MTP layer's cache misses those steps",
-    signature="greedy tokens unchanged; a verification pass of k token-0 drafts the request never proposed "
-    "(none forced to 0), and in draft conformance every mismatch of a request at or after such a pass, only in a "
-    "batch holding a request that reaches the last 2k + 1 positions of the context (the skip's condition needs one)",
+    signature="greedy tokens unchanged; the skipped passes predicted from the engine steps: the pass after each "
+    "step whose longest sequence + k exceeds max_model_len holds token-0 drafts only, and no other pass holds "
+    "token-0 drafts the request did not force (the pass checks, each decode the record holds); in draft conformance, "
+    "every mismatch of a request at or after its first predicted skip (the MTP cache misses the skipped step)",
     explains=signatures.drafts_of_token_zero,
     engine="vllm",
     decoders=("vllm-mtp",),

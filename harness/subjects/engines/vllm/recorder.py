@@ -6,8 +6,9 @@ nothing of the harness.
   request forces becomes the forced token, with a one-hot q where the drafter keeps draft probabilities; later drafts
   of the same pass are then drafted from it, as the contract says;
 - per-pass records: the runner's verification call (the rejection sampler, or the plain sampler on a pass without
-  drafts) is wrapped to record, per request and pass, the drafts verification read and the tokens it returned
-  (accepted drafts + the target's token).
+  drafts) is wrapped to record, per request and pass, the drafts verification read, the tokens it returned
+  (accepted drafts + the target's token) and the engine step it ran in (the verification calls counted: passes with
+  the same number were verified together).
 
 Neither changes what vLLM computes for a request that forces nothing (suites/unit/test_vllm_subject.py compares).
 
@@ -39,7 +40,8 @@ class StepRecorder:
     verified so far, by the harness's request key."""
 
     def __init__(self) -> None:
-        self.passes: dict[str, list[tuple[list[int], list[int]]]] = {}  # key -> [(drafts, verified tokens)]
+        self.passes: dict[str, list[tuple[list[int], list[int], int]]] = {}  # key -> [(drafts, verified, step)]
+        self.engine_step = -1  # the verification calls so far, less one: the number of the step being recorded
         self.committed: dict[str, int] = {}  # key -> output tokens verified so far (before truncation)
         # whether a request of the batch being decoded forces a draft (server.py sets it per batch): without one, the
         # wrapped draft sampler returns the drafter's output without looking at a row
@@ -66,7 +68,7 @@ class StepRecorder:
         return self.args_cache[req_id]
 
     def note(self, key: str, drafts: list[int], verified: list[int]) -> None:
-        self.passes.setdefault(key, []).append((drafts, verified))
+        self.passes.setdefault(key, []).append((drafts, verified, self.engine_step))
         self.committed[key] = self.committed.get(key, 0) + len(verified)
 
     def forced_token(self, args: dict | None, draft_step: int) -> int | None:
@@ -77,13 +79,22 @@ class StepRecorder:
         return None if forced is None else int(forced)
 
     def take_steps(self, key: str, tokens: list[int]) -> list[dict]:
-        """The request's passes, each cut to the tokens the engine committed (EOS / max_tokens truncation)."""
+        """The request's passes, each cut to the tokens the engine committed (EOS / max_tokens truncation), with
+        the engine step that verified it."""
         steps, start = [], 0
-        for drafts, verified in self.passes.pop(key, []):
+        for drafts, verified, engine_step in self.passes.pop(key, []):
             emitted = verified[: max(0, len(tokens) - start)]
             if not emitted:
                 break
-            steps.append({"start": start, "drafts": drafts, "accepted": len(verified) - 1, "emitted": emitted})
+            steps.append(
+                {
+                    "start": start,
+                    "drafts": drafts,
+                    "accepted": len(verified) - 1,
+                    "emitted": emitted,
+                    "engine_step": engine_step,
+                }
+            )
             start += len(emitted)
         self.committed.pop(key, None)
         return steps
@@ -135,6 +146,7 @@ class RunnerV1Recorder(StepRecorder):
         return getattr(getattr(state, "sampling_params", None), "extra_args", None) or {}
 
     def record(self, sampled) -> None:  # noqa: ANN001 - torch.Tensor [num_reqs, max_spec_len + 1], -1 = none
+        self.engine_step += 1
         rows = sampled.tolist()
         scheduled = self.scheduler_output.scheduled_spec_decode_tokens if self.scheduler_output else {}
         req_ids = self.runner.input_batch.req_ids
@@ -215,6 +227,7 @@ class RunnerV2Recorder(StepRecorder):
         return self.arrived.get(req_id, {})
 
     def record(self, input_batch, sampled, num_sampled) -> None:  # noqa: ANN001 - V2's InputBatch, tensors
+        self.engine_step += 1
         counts = input_batch.num_draft_tokens_per_req  # [num_reqs] or None: no drafts in this pass
         draft_table = self.runner.req_states.draft_tokens  # [max_num_reqs, k]: each slot's drafts of this pass
         rows, num_sampled = sampled.tolist(), num_sampled.tolist()

@@ -298,6 +298,7 @@ class Engine:
                 "token_ids": tokens[request_id],
                 "finish_reason": FINISH_REASONS[outputs[request_id].finish_reason],
                 "steps": steps[request_id],
+                "engine_steps": [step.pop("engine_step") for step in steps[request_id]],
                 "prefill_chunk_ends": self.scheduler.chunk_ends.pop(request_id, []),
             }
             for request_id in ids

@@ -7,9 +7,10 @@ Each predicate accepts only what its bug can produce, so that a different bug in
   output changes with its batch, or the out-of-bounds top-k crash. How far the law moves depends on what the
   uninitialised memory holds, so another sampling bug of the rejection sampler would look the same in the record:
   the run beneath the fixes (--engine-fixes) is what judges vLLM's rejection sampler and its per-request randomness;
-- the drafter skip: token-0 drafts the request never proposed, and nothing else (greedy tokens unchanged; draft
-  mismatches only at or after a request's skipped pass, and only in a batch that holds a request at the context end,
-  without which vLLM's condition for the skip cannot hold: the batch clear of it is judged pass by pass);
+- the drafter skip: the passes vLLM's per-batch condition skips, predicted from the engine steps (the pass after
+  each step whose longest sequence + k passes max_model_len holds token 0 only, and no other pass holds unforced
+  token-0 drafts), greedy tokens unchanged, and draft mismatches only at or after a request's first predicted skip
+  (its MTP cache misses that step's positions);
 - probabilistic drafts without the request's seed: a seeded request with sampled drafts whose output changes with
   its batch (the record cannot tell it from another RNG bug of the draft path; its reproducer can);
 - position 0, GLM-4.5's pre-norm hand-over and the chunked prefill's last prompt token: the engine's drafts equal
@@ -20,7 +21,7 @@ Each predicate accepts only what its bug can produce, so that a different bug in
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from harness.subjects.engines.findings import FailedCase
@@ -81,23 +82,61 @@ def sampled_drafts_not_seeded(case: FailedCase) -> bool:
 
 
 def drafts_of_token_zero(case: FailedCase) -> bool:
-    """Greedy tokens unchanged, and the broken passes are token-0 drafts the request never proposed: a pass
-    whose drafts are all 0 where no 0 was forced (pass checks), or draft mismatches of a request at or after its
-    own all-zero pass, with every other mismatch explained by the other watching findings (draft conformance); in
-    both, only where the case's batch (or the request alone) reaches the context end, as the skip needs."""
+    """Greedy tokens unchanged, and the broken passes are the drafter skip's, predicted pass by pass from the engine
+    steps (drafter_skipped_passes): on the pass checks, every pass of k token-0 drafts the request never proposed is
+    one the skip predicts, every predicted pass with drafts holds token 0 only, and at least one was predicted, in
+    each decode the record holds; on draft conformance, every mismatch of a request at or after its first predicted
+    skip (the skipped pass, then drafts made from an MTP cache with holes), every other mismatch explained by the
+    other watching findings."""
     if case.records.get("divergence") and not case.records["divergence"].get("near_tie"):
         return False  # the skip costs drafts, never tokens
     passes = case.records.get("passes")
     if passes:
-        steps = passes["steps"] + (passes.get("other_steps") or [])
-        skipped = any(unproposed_zero_drafts(step, passes["forced_drafts"]) for step in steps)
-        k = int(passes["num_draft_tokens"])
-        return skipped and batch_reaches_the_context_end(case, k, passes["prompt_id"])
+        k, context = int(passes["num_draft_tokens"]), case.model().max_context
+        forced = passes["forced_drafts"]
+        decodes = [(passes["steps"], longest_of(passes.get("step_facts")))]
+        if passes.get("other_steps") is not None:
+            decodes.append((passes["other_steps"], longest_of(passes.get("other_step_facts"))))
+        skips = [skips_as_predicted(steps, longest, k, context, forced) for steps, longest in decodes]
+        return all(skip is not None for skip in skips) and any(skips)
     return DRAFTER_SKIP in conformance_explained_by(case)
 
 
+def longest_of(step_facts: Mapping[str, Sequence[int]] | None) -> Sequence[int]:
+    """Each pass's engine step's longest sequence (VLLMDecoder.step_facts "longest"); empty where not reported."""
+    return (step_facts or {}).get("longest", [])
+
+
+def drafter_skipped_passes(batch_longest: Sequence[int], k: int, max_model_len: int) -> set[int]:
+    """The passes of one decode whose drafts vLLM's drafter skip replaces by token 0: the pass after each pass whose
+    engine step's longest sequence does not leave the drafter its k query tokens,
+
+        skip after pass i  <=>  batch_longest[i] + k > max_model_len
+
+    (`_input_fits_in_drafter`, gpu_model_runner.py:4288: the drafter does not run in that step and every request of
+    the batch is given k drafts of token 0 for its next pass, :4454-4460; the scheduler then trims them at
+    max_model_len, so the long request's own next pass may hold fewer, or none)."""
+    return {index + 1 for index, longest in enumerate(batch_longest) if longest + k > max_model_len}
+
+
+def skips_as_predicted(
+    steps: Sequence[Mapping[str, Any]], batch_longest: Sequence[int], k: int, max_model_len: int, forced: Mapping
+) -> list[int] | None:
+    """The drafted passes (their indices) the skip made, where the decode's passes match the prediction: every
+    predicted pass with drafts holds token 0 only, and every pass of token-0 drafts not forced to 0 was predicted;
+    None where they do not match, or where the engine reported no steps to predict from."""
+    if len(batch_longest) != len(steps):
+        return None
+    predicted = {i for i in drafter_skipped_passes(batch_longest, k, max_model_len) if i < len(steps)}
+    zero = {i for i, step in enumerate(steps) if unproposed_zero_drafts(step, forced)}
+    drafted = sorted(i for i in predicted if steps[i]["drafts"])
+    if not zero <= predicted or any(token != 0 for i in drafted for token in steps[i]["drafts"]):
+        return None
+    return drafted
+
+
 def unproposed_zero_drafts(step: Mapping[str, Any], forced: Mapping[str, int]) -> bool:
-    """A pass that verified k drafts of token 0, none of them forced to 0."""
+    """A pass that verified drafts of token 0 only, none of them forced to 0."""
     drafts = step["drafts"]
     forced_zero = any(forced.get(str(step["start"] + j)) == 0 for j in range(len(drafts)))
     return bool(drafts) and all(token == 0 for token in drafts) and not forced_zero
@@ -137,7 +176,7 @@ def conformance_explained_by(case: FailedCase) -> frozenset[str]:
     conformance = case.records.get("conformance")
     if not conformance:
         return frozenset()
-    key = (case.nodeid, repr(conformance["mismatches"]))
+    key = (case.nodeid, repr(conformance))
     if key not in _EXPLAINED:
         if len(_EXPLAINED) > 64:  # a run has a few conformance failures: keep the memo small
             _EXPLAINED.clear()
@@ -148,12 +187,14 @@ def conformance_explained_by(case: FailedCase) -> frozenset[str]:
 def _explain_mismatches(conformance: Mapping[str, Any], case: FailedCase) -> frozenset[str]:
     requests = conformance["requests"]
     left, used = list(conformance["mismatches"]), set()
-    if DRAFTER_SKIP in case.watched_by and batch_reaches_the_context_end(case, int(conformance["num_draft_tokens"])):
-        skipped_at = {
-            index: min((s["start"] for s in request["steps"] if unproposed_zero_drafts(s, {})), default=None)
-            for index, request in enumerate(requests)
-        }
-        kept = [m for m in left if skipped_at[m["request"]] is None or m["start"] < skipped_at[m["request"]]]
+    if DRAFTER_SKIP in case.watched_by:
+        k, context = int(conformance["num_draft_tokens"]), case.model().max_context
+        first_skip = {}
+        for index, request in enumerate(requests):
+            skips = skips_as_predicted(request["steps"], longest_of(request.get("step_facts")), k, context, {})
+            if skips:
+                first_skip[index] = request["steps"][skips[0]]["start"]
+        kept = [m for m in left if m["request"] not in first_skip or m["start"] < first_skip[m["request"]]]
         used |= {DRAFTER_SKIP} if len(kept) < len(left) else set()
         left = kept
     described = {
@@ -178,28 +219,6 @@ def _explain_mismatches(conformance: Mapping[str, Any], case: FailedCase) -> fro
             }
         left = kept
     return frozenset(used) if not left else frozenset()
-
-
-def batch_reaches_the_context_end(case: FailedCase, k: int, prompt_id: str | None = None) -> bool:
-    """Whether the mechanism of the drafter skip can act on the case's batch: vLLM skips the drafter for a step when
-    the batch's longest sequence plus the drafter's query tokens no longer fits max_model_len
-    (`_input_fits_in_drafter`, gpu_model_runner.py:4288), which needs a request of the batch that reaches the last
-    2k + 1 positions of the context (harness/checks/batches.py at_context_end). The batch is the case's parameter:
-    mixed, clear-of-context-end or at-context-end (its prompt fixtures), separated (the batch of the case's prompt);
-    a case with none decodes `prompt_id` alone (every prompt, where it names none)."""
-    from harness.checks.batches import BATCHES, MIXED, SEPARATED, at_context_end, batch_members, own_batch
-    from harness.models.prompts import load_prompts
-
-    bundle = case.model()
-    lengths = {p.id: (len(p.encode(bundle.tokenizer)), p.max_new_tokens) for p in load_prompts()}
-    named = next((b for b in (*BATCHES, SEPARATED) if case.nodeid.rstrip("]").endswith(f"-{b}")), None)
-    if named == SEPARATED and prompt_id is not None:
-        named = own_batch(*lengths[prompt_id], k, bundle.max_context)
-    if named is None and prompt_id is not None:  # decoded alone
-        members = [lengths[prompt_id]]
-    else:
-        members = batch_members(list(lengths.values()), named or MIXED, k, bundle.max_context, lambda length: length)
-    return any(at_context_end(*length, k, bundle.max_context) for length in members)
 
 
 def committed_prefix(request: Mapping[str, Any], start: int) -> list[int]:
