@@ -98,3 +98,35 @@ def test_the_log_counts_prompts_processed_in_several_batches_and_tasks_deferred_
     assert not parser.shift_turned_off
     parser.feed("0.00.020.000 W srv    load_model: ctx_shift is not supported by this context, it will be disabled\n")
     assert parser.shift_turned_off
+
+
+def test_each_step_takes_the_server_iteration_of_the_pass_that_drafted_it_and_a_replays_further_token_the_replays():
+    """An instrumented build's records (recorded_task) number the iteration of each pass: a hybrid's restored pass and
+    its replay make one step, at the iteration that drafted it; the replay's further token is a step at the replay's."""
+    from harness.subjects.engines.llamacpp.server import engine_steps_of, recorded_task
+
+    def record(drafts, accepted, emitted, restored, iteration):
+        return {
+            "drafts": drafts,
+            "accepted": accepted,
+            "emitted": emitted,
+            "restored": restored,
+            "iteration": iteration,
+        }
+
+    passes = [
+        record([], 0, [9], False, 3),  # the prefill's token
+        record([340, 221], 0, [], True, 4),  # rejected: state restored, its tokens emitted by the replay
+        record([], 0, [199, 199], False, 5),  # the replay: the kept token, then the target's next one
+        record([537, 10], 2, [537, 10, 292], False, 6),
+    ]
+    task = recorded_task({"harness_passes": passes}, 0)
+    assert [(s["start"], s["drafts"], s["emitted"]) for s in steps_of(task)] == [
+        (0, [], [9]),
+        (1, [340, 221], [199]),
+        (2, [], [199]),
+        (3, [537, 10], [537, 10, 292]),
+    ]
+    assert engine_steps_of(task) == [3, 4, 5, 6]
+    passes[0].pop("iteration")  # a build that numbers no iterations (or the log's passes): none
+    assert engine_steps_of(recorded_task({"harness_passes": passes}, 0)) is None

@@ -111,11 +111,26 @@ def steps(tokens, drafts):
 # rejected, on tiny-glm4-moe, in the batch at the context end (with long-02, 247 + 9 tokens): the pass at 8 lost its
 # drafts to long-02's failed draft decode, the pass at 22 to its own (measured 2026-12-03)
 LONG_01_DRAFTS = [0, 4, 4, 4, 4, 4, 4, 4, 0, *[4] * 11, 3, 2, 0, 0]
+CONTEXT = 256
 
 
-def forced_passes(drafts, prompt_id="long-01"):
+def own_reach(prompt_length, start, k=4):
+    """The last position a drafted pass's own draft decode feeds: n_tokens + k - 1 (draft_batches.draft_reach)."""
+    return prompt_length + start - 1 + k - 1
+
+
+# the draft reach of each pass's server iteration: its own, and at 8 long-02's pass at 7 (246 + 7 + 3 = 256), drafted
+# in the same iteration; the prefill's pass and the last one (no room) drafted nothing
+LONG_01_REACH = [-1, *(own_reach(232, s) for s in range(1, 23)), -1]
+LONG_01_REACH[8] = CONTEXT
+
+
+def forced_passes(drafts, prompt_id="long-01", reach=None):
     steps = [{"start": s, "drafts": [7] * n, "accepted": 0, "emitted": [1]} for s, n in enumerate(drafts)]
-    return {"prompt_id": prompt_id, "num_draft_tokens": 4, "steps": steps, "expected": [[s, 1] for s in range(24)]}
+    record = {"prompt_id": prompt_id, "num_draft_tokens": 4, "steps": steps, "expected": [[s, 1] for s in range(24)]}
+    if reach is not None:
+        record["step_facts"] = {"draft_reach": reach}
+    return record
 
 
 def forced_case(batch, passes, **records):
@@ -131,16 +146,26 @@ def forced_case(batch, passes, **records):
     )
 
 
-def test_passes_short_of_drafts_beside_a_request_past_its_context_end_are_the_drafts_past_the_limit_finding():
+def test_the_passes_short_of_drafts_are_exactly_those_of_the_iterations_whose_draft_decode_reached_the_context_end():
+    """A record it must explain: long-01's passes at 8 (long-02's failed draft decode, the same iteration) and 22 (its
+    own) hold no drafts. Near misses it must not: a changed token; a short pass in an iteration that stayed inside the
+    context (another bug that drops drafts); a predicted pass that kept its drafts; a record without iterations."""
     from harness.subjects.engines.llamacpp.signatures import drafts_lost_to_a_slot_past_its_context_end as explains
 
-    assert explains(forced_case("separated", forced_passes(LONG_01_DRAFTS)))
-    assert explains(forced_case("mixed", forced_passes(LONG_01_DRAFTS)))
-    # near misses: a changed token; more short passes than the batch's failing draft steps (long-01 and long-02: one
-    # each); a short pass in a batch where no request drafts past its context end (natural-01's own batch)
-    assert not explains(forced_case("separated", forced_passes(LONG_01_DRAFTS), divergence={"index": 3}))
-    three_short = [0, 4, 0, 4, 4, 4, 4, 4, 0, *[4] * 11, 3, 2, 0, 0]
-    assert not explains(forced_case("separated", forced_passes(three_short)))
+    assert explains(forced_case("mixed", forced_passes(LONG_01_DRAFTS, reach=LONG_01_REACH)))
+    assert not explains(
+        forced_case("mixed", forced_passes(LONG_01_DRAFTS, reach=LONG_01_REACH), divergence={"index": 3})
+    )
+    one_more_short = list(LONG_01_DRAFTS)
+    one_more_short[3] = 0
+    assert not explains(forced_case("mixed", forced_passes(one_more_short, reach=LONG_01_REACH)))
+    kept = list(LONG_01_DRAFTS)
+    kept[8] = 4
+    assert not explains(forced_case("mixed", forced_passes(kept, reach=LONG_01_REACH))), "pass 8 kept its drafts"
+    assert not explains(forced_case("mixed", forced_passes(LONG_01_DRAFTS))), "no iterations: nothing predicted"
+    # natural-01 (a short prompt) loses the drafts of one pass only in an iteration shared with a failing slot
     natural = [0, 4, 4, 0, *[4] * 16, 3, 2, 1, 0]
-    assert not explains(forced_case("separated", forced_passes(natural, "natural-01")))
-    assert explains(forced_case("mixed", forced_passes(natural, "natural-01")))  # the mixed batch holds long-01/02
+    beside_long, inside = [-1, *([100] * 22), -1], [-1, *([100] * 22), -1]
+    beside_long[3] = CONTEXT
+    assert explains(forced_case("mixed", forced_passes(natural, "natural-01", beside_long)))
+    assert not explains(forced_case("mixed", forced_passes(natural, "natural-01", inside)))

@@ -42,8 +42,10 @@ import torch
 from harness.contract.decoder import DecodeRequest, InvalidRequest
 from harness.contract.errors import HarnessError
 from harness.models.loading import ModelBundle, checkpoint_is_hybrid
+from harness.subjects.engines.batch_steps import StepFact
 from harness.subjects.engines.decoder import EngineDecoder, engine_threads
 from harness.subjects.engines.llamacpp.build import BuildSpec, build_info, build_spec, built_python
+from harness.subjects.engines.llamacpp.draft_batches import reach_per_iteration
 from harness.subjects.engines.llamacpp.environment import SOURCE, draft_room, gguf_of, missing_gguf
 from harness.subjects.engines.llamacpp.server import BUILD_VARIABLE
 
@@ -76,6 +78,15 @@ class LlamaCppDecoder(EngineDecoder):
         the next token, without drafts (tools/server/server-context.cpp, `(restore checkpoint)` and
         `spec_is_replay`)."""
         return checkpoint_is_hybrid(self.bundle.path)
+
+    @property
+    def step_facts(self) -> Mapping[str, StepFact]:  # type: ignore[override]
+        """How far each server iteration's batched draft decode reached (draft_batches.py): what the drafts-past-the-
+        slot's-limit finding's signature reads."""
+        context, hybrid = self.bundle.max_context, checkpoint_is_hybrid(self.bundle.path)
+        return MappingProxyType(
+            {"draft_reach": lambda requests, results: reach_per_iteration(requests, results, context, hybrid)}
+        )
 
     def max_drafts(self, prompt_length: int, start: int, max_new_tokens: int) -> int:
         """The most drafts llama.cpp proposes in a pass starting at output position `start` (environment.draft_room).

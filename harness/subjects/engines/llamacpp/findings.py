@@ -94,11 +94,12 @@ DRAFTS_PAST_THE_SLOTS_LIMIT = Finding(
     found_in=FOUND_IN,
     flavours=("cpu",),
     failing={},
-    # which passes of the other requests share the failing step depends on the threads' timing
+    # which passes of the other requests share the failing iteration depends on the threads' timing: a case may pass;
+    # where one fails, its short passes are predicted exactly from the iterations the build records
     may_fail={"*": (f"{FORCED}[*-k4-*]", f"{RANDOM_REJECTIONS}[k4]")},
-    signature="a forced-rejection case with the right tokens whose passes drafted fewer than planned, no more of them "
-    "than the requests of its batch (itself included) have draft steps past their slot's context end (k >= 4 and "
-    "prompt + max_new_tokens + k >= context + 4); a pass short of drafts in any other case is not explained",
+    signature="a forced-rejection case with the right tokens whose passes drafted fewer than planned exactly where "
+    "their server iteration's batched draft decode reached the context end (the iterations the instrumented build "
+    "records; draft_batches.py), at least one; a pass short of drafts anywhere else is not explained",
     explains=signatures.drafts_lost_to_a_slot_past_its_context_end,
 )
 

@@ -108,6 +108,9 @@ class Pass:
     # (position, hidden state) of the first token of each batch the MTP drafter took in since the pass before, as
     # llama.cpp paired them (an instrumented build's record; empty from the log)
     pairings: list[tuple[int, list[float]]] = field(default_factory=list)
+    # the server iteration (update_slots call) that drafted and verified it: passes of one iteration were drafted in
+    # one batch (an instrumented build's record; None from the log)
+    iteration: int | None = None
 
 
 @dataclass
@@ -207,6 +210,7 @@ def recorded_task(verbose: dict, index: int) -> Task:
             Pass(
                 **{name: record[name] for name in fields},
                 pairings=[(int(pair["pos"]), [float(x) for x in pair["h"]]) for pair in record.get("pairings", [])],
+                iteration=record.get("iteration"),
             )
             for record in passes
         ],
@@ -225,6 +229,14 @@ def parse_log(lines: Iterable[str]) -> dict[int, list[Task]]:
 def steps_of(task: Task) -> list[dict]:
     """The contract's verification steps (wire form) of a task."""
     return [step for step, _ in _steps_and_passes(task)]
+
+
+def engine_steps_of(task: Task) -> list[int] | None:
+    """The server iteration of each of the task's verification steps (DecodeResult.engine_steps): that of the pass
+    that drafted it (a replay's further token: the replay's). None where a pass carries no iteration (the log's)."""
+    passes = task.passes
+    iterations = [passes[index].iteration if index < len(passes) else None for _, index in _steps_and_passes(task)]
+    return None if any(i is None for i in iterations) else [int(i) for i in iterations]  # type: ignore[arg-type]
 
 
 def _steps_and_passes(task: Task) -> list[tuple[dict, int]]:
@@ -507,6 +519,9 @@ class Engine:
                 f"request {index} (slot {slot}, task {task.task}): {source} emit {logged}, the completion holds "
                 f"{tokens}"
             )
+        engine_steps = engine_steps_of(task)
+        if engine_steps is not None:
+            result["engine_steps"] = engine_steps
         return {"token_ids": tokens, "finish_reason": finish, "steps": steps, **result}
 
 

@@ -9,9 +9,9 @@
   predicted pass by pass: the checkpoint's MTP computation with the stale pairings the instrumented build reports
   (a task's first batch, a hybrid's replay), the target's own hidden state everywhere else. Another drafting bug
   changes some pass's drafts away from that prediction and is not explained;
-- drafts lost to a slot drafting past its context end: a forced-rejection case with the right tokens whose passes
-  drafted fewer than planned, no more of them than the other requests of its batch have draft steps past their
-  context end (draft_steps_past_the_context_end, from their prompt lengths, max_new_tokens and k).
+- drafts lost to a slot drafting past its context end: a forced-rejection case with the right tokens whose short
+  passes (fewer drafts than planned) are exactly the drafted passes of the server iterations whose batched draft
+  decode reached the context end, from the iterations the instrumented build reports (draft_batches.py).
 """
 
 from __future__ import annotations
@@ -183,64 +183,34 @@ def drafts_as_the_stale_pairings_predict(case: FailedCase) -> bool:
     return False
 
 
-def draft_steps_past_the_context_end(prompt_length: int, max_new_tokens: int, k: int, context: int) -> int:
-    """How many of a request's draft steps llama.cpp's MTP drafter decodes at or past its slot's context end, at
-    most: it drafts k steps whatever the slot's limit (common/speculative.cpp:1765), step i of a pass at position
-    pos0 + i, pos0 the slot's token count n_tokens; a pass drafts at all while n_tokens <= context - 3 and
-    n_tokens <= prompt_length + max_new_tokens - 3 (n_draft_max >= 1, tools/server/server-context.cpp:527-531),
-    and a step fails where pos0 + k - 1 >= context: the passes with n_tokens in [context - k + 1, that bound]."""
-    last = min(context - 3, prompt_length + max_new_tokens - 3)
-    return max(0, last - (context - k + 1) + 1)
-
-
-def _batch_of(case: FailedCase, prompt_id: str, batch: str | None, k: int) -> list[tuple[int, int]]:
-    """(prompt length, max_new_tokens) of the requests decoded in one engine call with the case's, its own first:
-    every prompt fixture in the mixed batch, those on the case's side of the context end in its own batch
-    (harness/checks/batches.py), itself alone (batch None)."""
-    from harness.checks.batches import MIXED, own_batch
-    from harness.models.prompts import load_prompts
-
-    bundle = case.model()
-    lengths = {p.id: (len(p.encode(bundle.tokenizer)), p.max_new_tokens) for p in load_prompts()}
-    mine = own_batch(*lengths[prompt_id], k, bundle.max_context)
-    others = [
-        length
-        for other, length in lengths.items()
-        if batch is not None
-        and other != prompt_id
-        and (batch == MIXED or own_batch(*length, k, bundle.max_context) == mine)
-    ]
-    return [lengths[prompt_id], *others]
-
-
 def drafts_lost_to_a_slot_past_its_context_end(case: FailedCase) -> bool:
-    """A forced-rejection case whose tokens are right and whose passes drafted fewer than planned, in a batch with a
-    request (itself or another) that drafts past its slot's context end (k >= 4, prompt + max_new_tokens + k >=
-    context + 4): that request's failed draft decode drops the drafts of every slot drafting in the same step, its
-    own included (what it had drafted is short of n_min = k, and dropped). Predicted per case: at most as many short
-    passes as the batch's requests have draft steps past the context end (timing decides which of the case's passes
-    share the step, not how many can)."""
-    if case.records.get("divergence"):
-        return False  # a changed token is never this bug
-    passes = case.records.get("passes")
-    params = case.nodeid.rsplit("[", 1)[-1].rstrip("]").split("-")
-    if not passes or passes.get("expected") is None:
-        return False
-    batch = params[-1] if len(params) >= 4 else None  # the schedules' cases name their batch; random ones go alone
-    k = int(passes["num_draft_tokens"])
-    prompt_id = passes["prompt_id"]
-    bundle = case.model()
-    members = _batch_of(case, prompt_id, batch, k)  # the case's own request first
-    budget = sum(draft_steps_past_the_context_end(length, new, k, bundle.max_context) for length, new in members)
+    """A forced-rejection case with the right tokens whose short passes are exactly those llama.cpp's server
+    iterations predict (draft_batches.py): a drafted pass holds fewer drafts than planned if and only if the draft
+    decode of its iteration, batched over every slot drafting in it, reached the context end (the step fact
+    draft_reach >= n_ctx: a slot's draft step found no memory cell, and every slot of the batch lost its drafts),
+    and at least one did. Nothing is predicted without the iterations the instrumented build reports."""
+    from harness.contract.decoder import VerifyStep
     from harness.models.loading import checkpoint_is_hybrid
+    from harness.models.prompts import load_prompts
+    from harness.subjects.engines.llamacpp.draft_batches import drafted_passes
     from harness.subjects.engines.llamacpp.environment import draft_room
 
-    length, max_new = members[0]
-    hybrid = checkpoint_is_hybrid(bundle.path)  # its pass after a restored rejection drafts nothing (decoder.py)
-    steps, short = passes["steps"], 0
-    for index, step in enumerate(steps):
-        after_restore = index > 0 and steps[index - 1]["accepted"] < len(steps[index - 1]["drafts"])
-        planned = min(k, draft_room(bundle.max_context, length, step["start"], max_new))
-        if step["start"] >= 1 and len(step["drafts"]) < planned and not (after_restore and hybrid):
-            short += 1
-    return 1 <= short <= budget
+    passes = case.records.get("passes")
+    if case.records.get("divergence") or not passes or passes.get("expected") is None:
+        return False  # a changed token is never this bug; the forced-rejection checks only
+    steps, reach = passes["steps"], (passes.get("step_facts") or {}).get("draft_reach")
+    if reach is None or len(reach) != len(steps):
+        return False
+    bundle = case.model()
+    context, k = bundle.max_context, int(passes["num_draft_tokens"])
+    prompt = next(p for p in load_prompts() if p.id == passes["prompt_id"])
+    length, max_new = len(prompt.encode(bundle.tokenizer)), prompt.max_new_tokens
+    verified = [VerifyStep(s["start"], tuple(s["drafts"]), s["accepted"], tuple(s["emitted"])) for s in steps]
+    drafted = drafted_passes(verified, length, max_new, context, checkpoint_is_hybrid(bundle.path))
+    short = {
+        index
+        for index, step in enumerate(steps)
+        if drafted[index] and len(step["drafts"]) < min(k, draft_room(context, length, step["start"], max_new))
+    }
+    predicted = {index for index in range(len(steps)) if drafted[index] and reach[index] >= context}
+    return bool(predicted) and short == predicted
