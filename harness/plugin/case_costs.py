@@ -7,10 +7,12 @@ A case's cost is, in this order of preference:
    same decoder, engine options, model, device, dtype, budget, sampling TV, reference and prompts; a transformers
    release's sampling case costs ten times the harness decoder's, a V2 runner's greedy case twenty times V1's));
 2. the median duration of that run's cases of the same test function (its other parameters);
-3. the prior of its test function, where the run is of the kind the priors were measured on (FUNCTION_PRIORS_FILE:
-   the mean duration of the function's cases in default runs on the 2-core reference machine, written by
-   `python -m harness.plugin.case_costs NOTE RESULTS_JSON...`), so that a first default run in a report directory
-   orders its cases and counts its time left as well as a later one;
+3. its own prior, where it carries a computation its function's other cases share (case_priors: the two law cases
+   that compute the sampling family, 56 s each, whose 21 other cases then take milliseconds), else the prior of its
+   test function (the mean duration of its other cases), where the run is of the kind the priors were measured on
+   (FUNCTION_PRIORS_FILE: default runs on the 2-core reference machine, written by `python -m
+   harness.plugin.case_costs NOTE RESULTS_JSON...`), so that a first default run in a report directory orders its
+   cases and counts its time left as well as a later one;
 4. the prior of its suite (SUITE_PRIORS_S), in seconds on the 2-core reference machine.
 
 The time left (time_left_s), with w workers: what each unfinished case still needs, spread over the workers but never
@@ -42,6 +44,7 @@ RESULTS_FILE = "results.json"
 SUITE_PRIORS_S: Mapping[str, float] = {"greedy": 0.055, "invariants": 0.75, "sampling": 6.5, "engine": 2.0}
 DEFAULT_SUITE = "greedy"
 FUNCTION_PRIORS_FILE = Path(__file__).with_name("function_priors.json")
+CASE_PRIOR_MIN_S, CASE_PRIOR_FACTOR = 1.0, 5.0  # a case that carries a shared computation (case_priors)
 XDIST_GROUP_SUFFIX = re.compile(r"@[^\[\]@/:]+$")  # `--dist loadgroup` appends "@<group>" to node ids
 
 
@@ -106,13 +109,41 @@ def prior_key(nodeid: str) -> str:
     return f"{Path(path).name}::{function}"
 
 
-def function_priors(cases: Iterable[Mapping]) -> dict[str, float]:
-    """prior_key -> the mean duration of the function's cases (results.json's cases, skipped ones included: they cost
-    what they cost in such a run): the mean, not the median, because a shared computation (the sampling family)
-    lands on whichever case first needs it, and the sum is what the time left counts."""
-    by_function: dict[str, list[float]] = {}
+def case_key(nodeid: str) -> str:
+    """A case as the case priors name it: its file's name, the function and its parameters."""
+    path, _, rest = bare_nodeid(nodeid).partition("::")
+    return f"{Path(path).name}::{rest}"
+
+
+def case_priors(cases: Iterable[Mapping]) -> dict[str, float]:
+    """case_key -> the mean duration of each case that carries a computation its function's other cases share (the
+    sampling family, the batch every forced-rejection schedule is cut from: whichever case needs it first computes
+    it), pooled over the runs: a case of at least CASE_PRIOR_MIN_S and CASE_PRIOR_FACTOR times its function's median
+    case. Its own cost, where it is, keeps the estimate from spreading it over cases that finish in milliseconds."""
+    by_case: dict[str, list[float]] = {}
     for case in cases:
         if case.get("duration_s") is not None:
+            by_case.setdefault(case_key(case["nodeid"]), []).append(float(case["duration_s"]))
+    means = {key: statistics.fmean(values) for key, values in by_case.items()}
+    by_function: dict[str, list[float]] = {}
+    for key, mean in means.items():
+        by_function.setdefault(function_of(key), []).append(mean)
+    medians = {function: statistics.median(values) for function, values in by_function.items()}
+    return {
+        key: round(mean, 4)
+        for key, mean in sorted(means.items())
+        if mean >= CASE_PRIOR_MIN_S and mean >= CASE_PRIOR_FACTOR * medians[function_of(key)]
+    }
+
+
+def function_priors(cases: Iterable[Mapping]) -> dict[str, float]:
+    """prior_key -> the mean duration of the function's cases that no case prior covers (results.json's cases, skipped
+    ones included: they cost what they cost in such a run), pooled over the runs."""
+    cases = [case for case in cases if case.get("duration_s") is not None]
+    shared = set(case_priors(cases))
+    by_function: dict[str, list[float]] = {}
+    for case in cases:
+        if case_key(case["nodeid"]) not in shared:
             by_function.setdefault(prior_key(case["nodeid"]), []).append(float(case["duration_s"]))
     return {function: round(statistics.fmean(values), 4) for function, values in sorted(by_function.items())}
 
@@ -141,11 +172,13 @@ def recorded_kind(results: Mapping) -> dict[str, object]:
 
 
 def load_function_priors(path: Path = FUNCTION_PRIORS_FILE) -> tuple[dict[str, str | None], dict[str, float]]:
-    """The committed function priors: (the kind of run they were measured on, prior_key -> seconds); nothing when
-    the file is missing or unreadable (the suites' priors then)."""
+    """The committed priors: (the kind of run they were measured on, prior_key and case_key -> seconds: the functions'
+    and the cases' that carry a shared computation); nothing when the file is missing or unreadable (the suites'
+    priors then)."""
     try:
         data = json.loads(path.read_text())
-        return dict(data["run"]), {str(key): float(value) for key, value in data["functions"].items()}
+        priors = {**data["functions"], **data.get("cases", {})}
+        return dict(data["run"]), {str(key): float(value) for key, value in priors.items()}
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return {}, {}
 
@@ -170,7 +203,7 @@ def case_costs(
     medians = {function: statistics.median(values) for function, values in by_function.items()}
     costs = {}
     for nodeid in nodeids:
-        prior = priors.get(prior_key(nodeid))
+        prior = priors.get(case_key(nodeid), priors.get(prior_key(nodeid)))
         if prior is None:
             prior = SUITE_PRIORS_S.get(suite_of(nodeid), SUITE_PRIORS_S[DEFAULT_SUITE])
         cost = known.get(bare_nodeid(nodeid), medians.get(function_of(nodeid)))
@@ -227,9 +260,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     kind = kinds[0]
     cases = [case for run in runs for case in run["cases"]]
-    priors = {"measured": note, "run": kind, "functions": function_priors(cases)}
+    priors = {"measured": note, "run": kind, "functions": function_priors(cases), "cases": case_priors(cases)}
     FUNCTION_PRIORS_FILE.write_text(json.dumps(priors, indent=1) + "\n")
-    print(f"{FUNCTION_PRIORS_FILE}: {len(priors['functions'])} test functions from {len(cases)} cases")
+    print(
+        f"{FUNCTION_PRIORS_FILE}: {len(priors['functions'])} test functions and {len(priors['cases'])} cases that "
+        f"carry a shared computation, from {len(cases)} cases"
+    )
     return 0
 
 

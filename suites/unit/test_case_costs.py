@@ -200,3 +200,24 @@ def test_a_first_run_of_the_priors_kind_costs_a_case_its_function_s_prior_wherev
     assert function_priors_for(default, tmp_path / "missing.json") == {}
     # the committed priors are of the default run, and cover its functions
     assert "test_target_distribution.py::test_samples_follow_the_target_law" in function_priors_for(default)
+
+
+def test_a_case_that_carries_its_functions_shared_computation_has_a_prior_of_its_own(tmp_path):
+    """The sampling family is computed by the case that needs it first: its cost is that case's, not spread over the
+    function's cases (which then finish in milliseconds while the estimate waits for them)."""
+    from harness.plugin.case_costs import case_key, case_priors, function_priors, function_priors_for
+
+    family = "suites/sampling/test_s.py::test_law[{}]@sampling"
+    cases = [{"nodeid": family.format(i), "duration_s": 0.01} for i in range(20)]
+    cases.append({"nodeid": family.format("first"), "duration_s": 40.0})
+    assert case_key(family.format("first")) == "test_s.py::test_law[first]"
+    assert case_priors(cases) == {"test_s.py::test_law[first]": 40.0}
+    assert function_priors(cases) == {"test_s.py::test_law": 0.01}, "the other cases' mean, without the carrier"
+    assert case_priors([{"nodeid": family.format(i), "duration_s": 0.5} for i in range(5)]) == {}, "under 1 s"
+    default = RunOptions(dtype="float64")
+    path = tmp_path / "priors.json"
+    record = {"measured": "", "run": run_kind(default), "functions": function_priors(cases)}
+    path.write_text(json.dumps(record | {"cases": case_priors(cases)}))
+    installed = "lib/python3.11/site-packages/harness/suites/sampling/test_s.py::test_law[{}]@sampling"
+    costs = case_costs([installed.format("first"), installed.format(3)], {}, function_priors_for(default, path))
+    assert costs == {installed.format("first"): 40.0, installed.format(3): 0.01}
