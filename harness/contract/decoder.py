@@ -204,7 +204,7 @@ class DecodeResult:
     prefill_chunk_ends: tuple[int, ...] = field(default=(), compare=False)
     hidden_pairings: tuple[HiddenPairing, ...] = field(default=(), compare=False)
     engine_steps: tuple[int, ...] = field(default=(), compare=False)
-    step_facts: Mapping[str, tuple[int, ...]] = field(default_factory=lambda: MappingProxyType({}), compare=False)
+    step_facts: Mapping[str, tuple[int, ...]] = field(default_factory=dict, compare=False)  # a dict: it pickles
 
 
 @runtime_checkable

@@ -32,3 +32,15 @@ def test_results_without_engine_steps_or_facts_are_returned_as_they_are():
     assert with_step_facts([request], [result], LONGEST)[0].step_facts == {}
     stepped = DecodeResult((3,), (VerifyStep(0, (), 0, (3,)),), "length", engine_steps=(0,))
     assert with_step_facts([request], [stepped], {})[0].step_facts == {}
+
+
+def test_a_result_with_its_facts_pickles_as_before():
+    """A result crosses processes (a user's adapter, the shared work of pytest-xdist's workers): its facts must not
+    stop it pickling."""
+    import pickle
+
+    request = DecodeRequest((1, 2), 1)
+    stepped = DecodeResult((3,), (VerifyStep(0, (), 0, (3,)),), "length", engine_steps=(0,))
+    for result in (stepped, *with_step_facts([request], [stepped], LONGEST)):
+        again = pickle.loads(pickle.dumps(result))
+        assert again == result and dict(again.step_facts) == dict(result.step_facts)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from types import MappingProxyType
 
 from harness.contract.decoder import DecodeRequest, DecodeResult
 
@@ -50,10 +49,7 @@ def with_step_facts(
     by_step = {name: fact(requests, results) for name, fact in facts.items()}
     return [
         replace(
-            result,
-            step_facts=MappingProxyType(
-                {name: tuple(values[s] for s in result.engine_steps) for name, values in by_step.items()}
-            ),
+            result, step_facts={name: tuple(values[s] for s in result.engine_steps) for name, values in by_step.items()}
         )
         for result in results
     ]
