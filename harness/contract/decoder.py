@@ -22,8 +22,9 @@ import torch
 from harness.contract.errors import HarnessError
 
 DraftMode = Literal["greedy", "sample"]
-FinishReason = Literal["eos", "length"]
+FinishReason = Literal["eos", "length", "stop"]
 MAX_DRAFT_TOKENS = 8
+MAX_LOGPROBS = 20  # the most top tokens a request may ask for at each position (OpenAI's and vLLM's default limit)
 
 
 class InvalidRequest(HarnessError):
@@ -59,17 +60,51 @@ def token_ids(name: str, values: object) -> tuple[int, ...]:
     return tuple(integer(f"{name}[{i}]", value, 0) for i, value in enumerate(values))
 
 
+def logit_biases(values: object) -> tuple[tuple[int, float], ...]:
+    """token id -> a finite bias (a mapping or (id, bias) pairs), as (id, bias) pairs sorted by id; an id given
+    twice is refused."""
+    pairs = values.items() if isinstance(values, Mapping) else values
+    if isinstance(pairs, str | bytes) or not isinstance(pairs, Iterable):
+        raise InvalidRequest(f"logit_bias must map token ids to biases, got {values!r}")
+    biases: dict[int, float] = {}
+    for pair in pairs:
+        if not isinstance(pair, tuple | list) or len(pair) != 2:
+            raise InvalidRequest(f"logit_bias must map token ids to biases, got the entry {pair!r}")
+        token = integer("logit_bias token id", pair[0], 0)
+        if token in biases:
+            raise InvalidRequest(f"logit_bias names token id {token} twice")
+        biases[token] = real(f"logit_bias[{token}]", pair[1])
+    return tuple(sorted(biases.items()))
+
+
 @dataclass(frozen=True)
 class SamplingConfig:
-    """Target sampling settings, applied in this order: temperature -> top-k -> top-p.
+    """Target sampling settings: how the target's logits l [V] at an output position become the distribution p the
+    token there is drawn from. Applied in this order (vLLM's; harness/decoding/processors.py, sampling.py):
 
-    temperature 0 means greedy: argmax of the logits (top-k / top-p then change nothing).
-    top_k 0 means off; top_p 1.0 means off.
+        logit_bias          l[t] += bias[t]
+        min_tokens          l[e] = -inf for every EOS id e while fewer than min_tokens tokens precede the position
+        repetition_penalty  l[t] = l[t] / r if l[t] > 0 else l[t] * r, for t in the prompt or the output before
+        frequency/presence  l[t] -= frequency * c[t] + presence * [c[t] > 0], c[t]: t's count in the output before
+        temperature         greedy (0): the argmax of l; else softmax(l / T)
+        min_p               keep the tokens with p[t] >= min_p * max p
+        top-k, top-p        (see harness/decoding/sampling.py)
+
+    "The output before" a position is every token generated before it (accepted drafts included, rejected drafts
+    never). temperature 0 means greedy: the argmax of the processed logits (min_p / top-k / top-p change nothing).
+    Off: top_k 0, top_p 1.0, min_p 0.0, repetition_penalty 1.0, frequency and presence penalties 0.0, no biases,
+    min_tokens 0.
     """
 
     temperature: float = 0.0
     top_k: int = 0
     top_p: float = 1.0
+    min_p: float = 0.0
+    repetition_penalty: float = 1.0
+    frequency_penalty: float = 0.0
+    presence_penalty: float = 0.0
+    logit_bias: tuple[tuple[int, float], ...] = ()
+    min_tokens: int = 0
 
     def __post_init__(self) -> None:
         temperature = real("temperature", self.temperature)
@@ -81,10 +116,32 @@ class SamplingConfig:
         if not (0.0 < top_p <= 1.0):
             raise InvalidRequest(f"top_p must be in (0, 1], got {self.top_p}")
         object.__setattr__(self, "top_p", top_p)
+        min_p = real("min_p", self.min_p)
+        if not (0.0 <= min_p <= 1.0):
+            raise InvalidRequest(f"min_p must be in [0, 1], got {self.min_p}")
+        object.__setattr__(self, "min_p", min_p)
+        repetition = real("repetition_penalty", self.repetition_penalty)
+        if repetition <= 0.0:
+            raise InvalidRequest(f"repetition_penalty must be > 0 (1 = off), got {self.repetition_penalty}")
+        object.__setattr__(self, "repetition_penalty", repetition)
+        object.__setattr__(self, "frequency_penalty", real("frequency_penalty", self.frequency_penalty))
+        object.__setattr__(self, "presence_penalty", real("presence_penalty", self.presence_penalty))
+        object.__setattr__(self, "logit_bias", logit_biases(self.logit_bias))
+        object.__setattr__(self, "min_tokens", integer("min_tokens", self.min_tokens, 0))
 
     @property
     def is_greedy(self) -> bool:
         return self.temperature == 0.0
+
+    @property
+    def reads_history(self) -> bool:
+        """Whether a position's distribution depends on the tokens before it (penalties, min_tokens)."""
+        return (
+            self.repetition_penalty != 1.0
+            or self.frequency_penalty != 0.0
+            or self.presence_penalty != 0.0
+            or self.min_tokens > 0
+        )
 
 
 GREEDY = SamplingConfig()
@@ -99,6 +156,12 @@ class DecodeRequest:
         the draft from the MTP head's processed distribution q.
     forced_drafts: output position -> token id. Whenever the decoder proposes a draft for that position it
         must propose this token, with a one-hot q. Suites use it to force rejections at chosen positions.
+    stop_sequences: token id sequences; the output ends with the first token that completes one of them (that
+        token included, finish reason "stop"), checked after every token, accepted drafts included. A sequence
+        completed while the output holds min_tokens tokens or fewer does not end it (as an EOS cannot come then).
+    logprobs: None, or how many of the most likely tokens to report at every output position besides the output's
+        own (DecodeResult.logprobs): the target's raw log-probabilities, log_softmax of its logits before any
+        processing (vLLM's default `raw_logprobs`), whichever pass emitted the token.
 
     Every field is checked when the request is made: a malformed one raises InvalidRequest naming it and its value.
     """
@@ -111,6 +174,8 @@ class DecodeRequest:
     draft_mode: DraftMode = "greedy"
     eos_token_ids: tuple[int, ...] = ()
     forced_drafts: Mapping[int, int] = field(default_factory=dict)
+    stop_sequences: tuple[tuple[int, ...], ...] = ()
+    logprobs: int | None = None
 
     def __post_init__(self) -> None:
         prompt_ids = token_ids("prompt_ids", self.prompt_ids)
@@ -133,6 +198,14 @@ class DecodeRequest:
             for position, token in self.forced_drafts.items()
         }
         object.__setattr__(self, "forced_drafts", MappingProxyType(forced))
+        if isinstance(self.stop_sequences, str | bytes) or not isinstance(self.stop_sequences, Iterable):
+            raise InvalidRequest(f"stop_sequences must be a sequence of token id sequences, got {self.stop_sequences}")
+        stops = tuple(token_ids(f"stop_sequences[{i}]", stop) for i, stop in enumerate(self.stop_sequences))
+        if any(not stop for stop in stops):
+            raise InvalidRequest("stop_sequences holds an empty sequence: a stop sequence needs at least one token")
+        object.__setattr__(self, "stop_sequences", stops)
+        if self.logprobs is not None:
+            object.__setattr__(self, "logprobs", integer("logprobs", self.logprobs, 0, MAX_LOGPROBS))
 
     def __hash__(self) -> int:
         return hash((self.prompt_ids, self.max_new_tokens, self.sampling, self.seed, self.num_draft_tokens))
@@ -150,6 +223,12 @@ def validate_for_model(request: DecodeRequest, vocab_size: int, max_context: int
     eos = [t for t in request.eos_token_ids if t >= vocab_size]
     if eos:
         raise InvalidRequest(f"{where}: eos_token_ids outside the vocab (size {vocab_size}): {eos}")
+    biased = [t for t, _ in request.sampling.logit_bias if t >= vocab_size]
+    if biased:
+        raise InvalidRequest(f"{where}: logit_bias token ids outside the vocab (size {vocab_size}): {biased}")
+    stops = [t for stop in request.stop_sequences for t in stop if t >= vocab_size]
+    if stops:
+        raise InvalidRequest(f"{where}: stop_sequences token ids outside the vocab (size {vocab_size}): {stops}")
     total = len(request.prompt_ids) + request.max_new_tokens
     if total > max_context:
         raise InvalidRequest(
@@ -186,6 +265,16 @@ class HiddenPairing:
 
 
 @dataclass(frozen=True)
+class TokenLogprobs:
+    """The target's raw log-probability of the output token at one position, and of the `top` most likely tokens
+    there (most likely first; as many as the request's logprobs asked for)."""
+
+    token: int
+    logprob: float
+    top: tuple[tuple[int, float], ...] = ()
+
+
+@dataclass(frozen=True)
 class DecodeResult:
     """Generated tokens (EOS included when it ended the output), the verification passes, and why it stopped.
 
@@ -196,7 +285,9 @@ class DecodeResult:
     llama.cpp built with the harness's instrumentation): passes of one decode call with the same number ran together.
     step_facts: name -> one value per pass, what the engine's decoder computed from the whole decode call about the
     step each pass ran in (harness/subjects/engines/batch_steps.py): what a decision the engine takes for the whole
-    batch reads. None of these is part of the output: two results that differ only there are equal."""
+    batch reads. logprobs: one TokenLogprobs per output token where the request asked for them (empty otherwise).
+    None of these is part of the output: two results that differ only there are equal (logprobs are compared within
+    the dtype's tolerance by the features suite)."""
 
     token_ids: tuple[int, ...]
     steps: tuple[VerifyStep, ...]
@@ -205,6 +296,7 @@ class DecodeResult:
     hidden_pairings: tuple[HiddenPairing, ...] = field(default=(), compare=False)
     engine_steps: tuple[int, ...] = field(default=(), compare=False)
     step_facts: Mapping[str, tuple[int, ...]] = field(default_factory=dict, compare=False)  # a dict: it pickles
+    logprobs: tuple[TokenLogprobs, ...] = field(default=(), compare=False)
 
 
 @runtime_checkable

@@ -406,6 +406,29 @@ class Results(TypedDict):
     false_alarms: NotRequired[dict[str, Any]]  # nightly: sampling-suite runs on the correct decoder that rejected
 
 
+class LogprobMismatchRecord(TypedDict):
+    """One output position whose reported logprobs are not the target's (features suite)."""
+
+    position: int
+    kind: str  # "draft" (an accepted draft), "correction", "bonus": harness/checks/feature_checks.py token_kinds
+    drafted_pass: bool  # the pass that emitted it proposed drafts
+    token: int
+    reported: float | None  # the reported logprob of the output token (None: no entry for the position)
+    expected: float  # the target's, teacher-forced
+    reported_top: int  # how many top tokens were reported there
+    asked_top: int
+    what: str  # the mismatch in words
+
+
+class LogprobsRecord(TypedDict):
+    """A request whose reported logprobs broke the features suite's check: every mismatching position."""
+
+    seed: int
+    positions: int  # output positions
+    steps: list[StepRecord]
+    mismatches: list[LogprobMismatchRecord]
+
+
 RECORD_TYPES: Mapping[str, type] = {
     "divergence": DivergenceRecord,
     "sampling": SamplingRecord,
@@ -420,6 +443,7 @@ RECORD_TYPES: Mapping[str, type] = {
     "repeat": RepeatRecord,
     "known": KnownRecord,
     "unjudged": UnjudgedRecord,
+    "logprobs": LogprobsRecord,
 }
 
 

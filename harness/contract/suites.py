@@ -26,13 +26,18 @@ SUITES: tuple[Suite, ...] = (  # in the order the mutation catalogue runs them: 
     Suite("invariants", "invariant suites: KV cache and position state after every rejection"),
     Suite("sampling", "sampling suites: chi-square / G tests against the exact target distribution"),
     Suite(
+        "features",
+        "features suite: request features (penalties, min_p, logit bias, min_tokens, stop sequences, logprobs) "
+        "under speculation",
+    ),
+    Suite(
         "engine",
         "engine suite: an engine subject under its deployed configurations (prefix cache, chunked prefill, ...)",
         catalogue=False,
     ),
 )
 SUITE_NAMES = tuple(suite.name for suite in SUITES)
-CATALOGUE_SUITES = tuple(suite.name for suite in SUITES if suite.catalogue)  # greedy, invariants, sampling
+CATALOGUE_SUITES = tuple(suite.name for suite in SUITES if suite.catalogue)  # greedy, invariants, sampling, features
 ALL = "all"  # --suite all: every suite
 # markers that are not suites: what the harness's tests may be marked with besides
 OTHER_MARKERS = {

@@ -6,10 +6,19 @@ from collections.abc import Callable, Hashable, Sequence
 
 import torch
 
-from harness.contract.decoder import DecodeRequest, DecodeResult, FinishReason, VerifyStep, validate_for_model
+from harness.contract.decoder import (
+    DecodeRequest,
+    DecodeResult,
+    FinishReason,
+    SamplingConfig,
+    TokenLogprobs,
+    VerifyStep,
+    validate_for_model,
+)
+from harness.decoding.processors import TokenHistory, history_of_sequences
 
-NOT_FINISHED, FINISHED_EOS, FINISHED_LENGTH = 0, 1, 2
-_REASONS: dict[int, FinishReason] = {FINISHED_EOS: "eos", FINISHED_LENGTH: "length"}
+NOT_FINISHED, FINISHED_EOS, FINISHED_LENGTH, FINISHED_STOP = 0, 1, 2, 3
+_REASONS: dict[int, FinishReason] = {FINISHED_EOS: "eos", FINISHED_LENGTH: "length", FINISHED_STOP: "stop"}
 
 
 def truncate(
@@ -42,6 +51,29 @@ def stop_at_first_eos(
     return torch.where(ends_at_eos, first_eos + 1, count), ends_at_eos
 
 
+# (the row's output so far, the tokens a pass may commit after it, the request's stop sequences, min_tokens)
+#   -> how many of those tokens to commit when a stop sequence ends among them, else None
+StopSequenceRule = Callable[[Sequence[int], Sequence[int], Sequence[Sequence[int]], int], int | None]
+
+
+def ends_with_a_stop(output: Sequence[int], stops: Sequence[Sequence[int]]) -> bool:
+    """Whether `output` ends with one of `stops` (each lying wholly in the output)."""
+    return any(len(stop) <= len(output) and tuple(output[len(output) - len(stop) :]) == tuple(stop) for stop in stops)
+
+
+def stop_at_first_stop_sequence(
+    output: Sequence[int], new: Sequence[int], stops: Sequence[Sequence[int]], min_tokens: int
+) -> int | None:
+    """Checked after every token: the first of `new` that completes a stop sequence ends the output (kept), once
+    the output holds more than min_tokens tokens."""
+    extended = list(output)
+    for index, token in enumerate(new):
+        extended.append(token)
+        if len(extended) > min_tokens and ends_with_a_stop(extended, stops):
+            return index + 1
+    return None
+
+
 class BatchState:
     """Committed tokens of every row in a padded tensor [B, W] (the proposer reads it), and each pass's record."""
 
@@ -62,6 +94,10 @@ class BatchState:
         self.finish = torch.full((size,), NOT_FINISHED, dtype=torch.long, device=device)
         self.row_ids = torch.arange(size, device=device)  # current row -> original row
         self.passes = torch.zeros(size, dtype=torch.long, device=device)  # verification passes each row made
+        # original row -> its tokens' logprobs, for the rows whose request asks for them
+        self.logprobs: dict[int, list[TokenLogprobs]] = {
+            row: [] for row, request in enumerate(requests) if request.logprobs is not None
+        }
         self._passes: list[tuple[torch.Tensor, ...]] = []
         self._dropped: dict[int, tuple[list[int], int]] = {}  # original row -> (committed ids, finish code)
 
@@ -89,9 +125,13 @@ class BatchState:
         next_token: torch.Tensor,
         record: bool = True,
         stop_rule: StopRule = stop_at_first_eos,
+        stop_sequence_rule: StopSequenceRule = stop_at_first_stop_sequence,
+        logprobs: torch.Tensor | None = None,
     ) -> None:
         """Commit, for every active row, its accepted drafts and then the target's token, truncated at
-        max_new_tokens and after the first EOS. drafts [B, k]; row_k [B]: drafts the row proposed."""
+        max_new_tokens, after the first EOS and after the first completed stop sequence. drafts [B, k]; row_k [B]:
+        drafts the row proposed; logprobs [B, k+1, V]: the raw log-probabilities at the pass's positions, recorded
+        for the committed tokens of the rows that ask for them."""
         size, k = drafts.shape
         columns = torch.arange(k + 1, device=drafts.device)[None, :]
         proposed = torch.cat([drafts, drafts.new_zeros(size, 1)], dim=1)
@@ -99,6 +139,10 @@ class BatchState:
         remaining = self.max_new_tokens - self.generated_counts
         count, ends_at_eos = stop_rule(proposed, accepted + 1, remaining, self.eos_table)
         count = torch.where(active, count, 0)
+        ends_at_stop = self.stop_sequences(active, proposed, count, stop_sequence_rule)
+        count = torch.where(ends_at_stop > 0, ends_at_stop, count)
+        ends_at_stop = ends_at_stop > 0
+        ends_at_eos = ends_at_eos & ~ends_at_stop
         start = self.generated_counts.clone()
         write = columns < count[:, None]
         positions = (self.lengths[:, None] + columns).clamp(max=self.sequence.shape[1] - 1)
@@ -107,10 +151,56 @@ class BatchState:
         self.passes = self.passes + active.long()
         finished_length = active & ~ends_at_eos & (self.generated_counts >= self.max_new_tokens)
         # a row that committed more than it may (a broken stop rule) is finished, not left running
+        finished_length = finished_length & ~ends_at_stop
         self.finish = torch.where(active & ends_at_eos, FINISHED_EOS, self.finish)
+        self.finish = torch.where(active & ends_at_stop, FINISHED_STOP, self.finish)
         self.finish = torch.where(finished_length, FINISHED_LENGTH, self.finish)
+        if logprobs is not None and self.logprobs:
+            self.record_logprobs(active, start, count, logprobs)
         if record:
             self._passes.append((self.row_ids, active, start, drafts, row_k, accepted, count))
+
+    def history(self, sampling: SamplingConfig, vocab_size: int) -> TokenHistory | None:
+        """The history at each row's next position, where the sampling settings read it (penalties, min_tokens)."""
+        if not sampling.reads_history:
+            return None
+        return history_of_sequences(
+            self.sequence, self.prompt_lengths, self.lengths, self.eos_table, vocab_size, torch.float64
+        )
+
+    def stop_sequences(
+        self, active: torch.Tensor, proposed: torch.Tensor, count: torch.Tensor, rule: StopSequenceRule
+    ) -> torch.Tensor:
+        """[B]: for each row whose request has stop sequences and where one ends among the `count` tokens it may
+        commit, how many to commit; 0 elsewhere."""
+        ends = torch.zeros_like(count)
+        for row, original in enumerate(self.row_ids.tolist()):
+            request = self.requests[original]
+            if not request.stop_sequences or not bool(active[row]):
+                continue
+            output = self.sequence[row, int(self.prompt_lengths[row]) : int(self.lengths[row])].tolist()
+            new = proposed[row, : int(count[row])].tolist()
+            cut = rule(output, new, request.stop_sequences, request.sampling.min_tokens)
+            if cut is not None:
+                ends[row] = cut
+        return ends
+
+    def record_logprobs(
+        self, active: torch.Tensor, start: torch.Tensor, count: torch.Tensor, logprobs: torch.Tensor
+    ) -> None:
+        """Append, for each row that asks for logprobs, its committed tokens' TokenLogprobs from logprobs [B, J, V]
+        (column c: the pass's c-th committed token)."""
+        for row, original in enumerate(self.row_ids.tolist()):
+            if original not in self.logprobs or not bool(active[row]):
+                continue
+            top_count = self.requests[original].logprobs or 0
+            begin = int(self.prompt_lengths[row] + start[row])
+            tokens = self.sequence[row, begin : begin + int(count[row])].tolist()
+            for column, token in enumerate(tokens):
+                values = logprobs[row, column]
+                top = values.topk(top_count) if top_count else None
+                best = () if top is None else tuple(zip(top.indices.tolist(), top.values.tolist(), strict=True))
+                self.logprobs[original].append(TokenLogprobs(token, float(values[token]), best))
 
     def select_rows(self, keep: torch.Tensor) -> None:
         """Keep only the rows `keep` (indices); the others must have finished and are set aside."""
@@ -147,7 +237,12 @@ class BatchState:
                 step = VerifyStep(start[row], tuple(drafts[row][: row_k[row]]), accepted[row], emitted)
                 steps[original].append(step)
         return [
-            DecodeResult(tuple(ids[prompts[row] :]), tuple(steps[row]), _REASONS.get(code, "length"))
+            DecodeResult(
+                tuple(ids[prompts[row] :]),
+                tuple(steps[row]),
+                _REASONS.get(code, "length"),
+                logprobs=tuple(self.logprobs.get(row, ())),
+            )
             for row, (ids, code) in sorted(committed.items())
         ]
 

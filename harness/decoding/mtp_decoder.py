@@ -3,7 +3,10 @@
     proposer          MTPProposer: the MTP depths chained into k drafts and their laws q
     acceptance rules  greedy_accept (temperature 0) and speculative_accept (sampling): pure functions
     draft law         the_law_drawn_from: the q verification sees for each draft
-    stop rule         stop_at_first_eos: how much of (accepted drafts + the target's token) is committed
+    stop rules        stop_at_first_eos, stop_at_first_stop_sequence: how much of (accepted drafts + the target's
+                      token) is committed
+    request history   prefix_drafts: which drafts each verification position counts as output before it (penalties,
+                      min_tokens); the_targets_logprobs: the log-probabilities a request's logprobs report
     cache manager     CacheManager: verification positions and the rollback after each pass: the target
                       keeps every committed token but the newest (its recurrent layers resume from the
                       state recorded after that token); each depth keeps entries made from committed inputs
@@ -24,12 +27,22 @@ from collections.abc import Callable, Sequence
 import torch
 
 from harness.contract.decoder import DecodeRequest, DecodeResult, PassObserver, PassSnapshot, SamplingConfig
+from harness.contract.features import FEATURES
 from harness.contract.seeds import derive_seed, generator
 from harness.decoding.acceptance import AcceptanceRule, PassPlace, greedy_accept, speculative_accept
-from harness.decoding.batch import BatchState, StopRule, decode_in_groups, prefill_inputs, stop_at_first_eos
+from harness.decoding.batch import (
+    BatchState,
+    StopRule,
+    StopSequenceRule,
+    decode_in_groups,
+    prefill_inputs,
+    stop_at_first_eos,
+    stop_at_first_stop_sequence,
+)
 from harness.decoding.forward import prefill, target_pass
+from harness.decoding.processors import CountedDrafts, TokenHistory, history_of_positions, prefix_drafts
 from harness.decoding.proposer import NO_LIMIT, MTPProposer
-from harness.decoding.sampling import one_hot, probability_dtype, process_logits, sample_from, uniforms
+from harness.decoding.sampling import one_hot, probability_dtype, process_logits, raw_logprobs, sample_from, uniforms
 from harness.decoding.slots import SlotCache
 from harness.models.loading import ModelBundle
 from harness.models.recurrent_state import RestoreRule, restore_after_kept_inputs
@@ -38,6 +51,11 @@ COMPACT_BELOW = 0.75  # drop finished rows from the batch once fewer than this f
 ProposerFactory = Callable[[ModelBundle, int], MTPProposer]
 # (q the draft was drawn from [B, V], the depth's logits [B, V], sampling, draft mode) -> q given to verification
 DraftLaw = Callable[[torch.Tensor, torch.Tensor, SamplingConfig, str], torch.Tensor]
+# (the verification logits [B, k+1, V], sampling, each position's history) -> the target's processed p [B, k+1, V]
+VerifyLaw = Callable[[torch.Tensor, SamplingConfig, TokenHistory | None], torch.Tensor]
+# (the target's raw log-probabilities [B, k+1, V], the drafts' laws q [B, k, V], accepted [B]) -> what the committed
+# tokens' logprobs report [B, k+1, V]
+LogprobRule = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 
 
 def the_law_drawn_from(
@@ -45,6 +63,12 @@ def the_law_drawn_from(
 ) -> torch.Tensor:
     """Verification must see exactly the law each draft was drawn from (one-hot for greedy drafts)."""
     return q
+
+
+def the_targets_logprobs(target: torch.Tensor, q: torch.Tensor, accepted: torch.Tensor) -> torch.Tensor:
+    """A committed token's logprob is the target's at its position, whether it was an accepted draft, a correction
+    or a bonus token."""
+    return target
 
 
 class CacheManager:
@@ -75,6 +99,7 @@ class MTPDecoder:
 
     name = "mtp"
     unsupported: frozenset[str] = frozenset()
+    features = frozenset(FEATURES)
 
     def __init__(
         self,
@@ -86,6 +111,10 @@ class MTPDecoder:
         stop_rule: StopRule = stop_at_first_eos,
         draft_law: DraftLaw = the_law_drawn_from,
         observer: PassObserver | None = None,
+        counted_drafts: CountedDrafts = prefix_drafts,
+        verify_law: VerifyLaw = process_logits,
+        stop_sequence_rule: StopSequenceRule = stop_at_first_stop_sequence,
+        logprob_rule: LogprobRule = the_targets_logprobs,
     ) -> None:
         self.bundle = bundle
         self.proposer = proposer
@@ -95,6 +124,10 @@ class MTPDecoder:
         self.greedy_rule = greedy_rule
         self.sampling_rule = sampling_rule
         self.observer = observer
+        self.counted_drafts = counted_drafts
+        self.verify_law = verify_law
+        self.stop_sequence_rule = stop_sequence_rule
+        self.logprob_rule = logprob_rule
 
     @torch.no_grad()
     def decode(self, requests: Sequence[DecodeRequest]) -> list[DecodeResult]:
@@ -128,6 +161,8 @@ class _Batch:
         self.drafting: torch.Tensor = torch.zeros(size, dtype=torch.bool, device=bundle.device)
         self.pass_index = 0
         self.rows_with_forced_drafts = [row for row, r in enumerate(requests) if r.forced_drafts]
+        self.history: TokenHistory | None = None  # the history at each row's next position, during a pass
+        self.pass_drafts: list[torch.Tensor] = []  # the drafts this pass has proposed so far, step by step
 
     def run(self) -> list[DecodeResult]:
         ids, positions, valid = prefill_inputs(self.state)
@@ -161,6 +196,8 @@ class _Batch:
         # a row drafts once it has a target hidden state to draft from (its committed length is >= 2)
         self.drafting = active & (lengths >= 2)
         k = self.k if bool(self.drafting.any()) else 0
+        self.history = state.history(self.sampling, bundle.vocab_size)
+        self.pass_drafts = []
         if k:
             drafts, q = self.proposer.propose(state.sequence, lengths, self.drafting, k, self.choose)
         else:
@@ -172,7 +209,10 @@ class _Batch:
         positions = self.decoder.cache_manager.verify_positions(state, k)
         valid = active[:, None] & (offsets <= row_k[:, None])
         hidden, logits = target_pass(bundle, self.target_slots, verify_ids, positions, valid)
-        p = process_logits(logits, self.sampling)
+        history = None
+        if self.history is not None:
+            history = history_of_positions(self.history, drafts, row_k, self.decoder.counted_drafts)
+        p = self.decoder.verify_law(logits, self.sampling, history)
         accepted = torch.zeros(len(self.requests), dtype=torch.long, device=bundle.device)
         next_token = torch.zeros_like(accepted)
         for group_k in sorted(set(row_k[active].tolist())):
@@ -180,7 +220,19 @@ class _Batch:
             accepted[rows], next_token[rows] = self.verify(
                 rows, p[rows, : group_k + 1], q[rows, :group_k], drafts[rows, :group_k]
             )
-        state.commit(active, drafts, row_k, accepted, next_token, stop_rule=self.decoder.stop_rule)
+        logprobs = None
+        if state.logprobs:
+            logprobs = self.decoder.logprob_rule(raw_logprobs(logits), q, accepted)
+        state.commit(
+            active,
+            drafts,
+            row_k,
+            accepted,
+            next_token,
+            stop_rule=self.decoder.stop_rule,
+            stop_sequence_rule=self.decoder.stop_sequence_rule,
+            logprobs=logprobs,
+        )
         self.rollback(lengths, active, hidden, k)
         if self.decoder.observer is not None:
             self.observe(active, positions, row_k)
@@ -209,7 +261,7 @@ class _Batch:
             tokens = logits.argmax(dim=-1)
             q = one_hot(tokens, vocab, dtype)
         else:
-            q = process_logits(logits, self.sampling)
+            q = process_logits(logits, self.sampling, self.draft_step_history())
             rows = self.drafting.nonzero().squeeze(-1)
             tokens = q.argmax(dim=-1)
             if len(rows):
@@ -223,7 +275,20 @@ class _Batch:
             if position in forced and bool(self.drafting[row]):
                 tokens[row] = forced[position]
                 q[row] = one_hot(tokens[row], vocab, dtype)
+        self.pass_drafts.append(tokens)
         return tokens, q
+
+    def draft_step_history(self) -> TokenHistory | None:
+        """The history at the position of this pass's next draft: the committed output and the drafts before it
+        (what its verification position will read if they are accepted)."""
+        if self.history is None:
+            return None
+        if not self.pass_drafts:
+            return self.history
+        drafts = torch.stack(self.pass_drafts, dim=1)
+        drafted = torch.full_like(self.history.generated, drafts.shape[1])
+        extended = history_of_positions(self.history, drafts, drafted, prefix_drafts)
+        return TokenHistory(extended.output_counts[:, -1], extended.generated[:, -1], extended.in_prompt, extended.eos)
 
     def rollback(self, lengths: torch.Tensor, active: torch.Tensor, hidden: torch.Tensor, k: int) -> None:
         """Roll back the target and the depths (CacheManager); carry the new target hidden states to depth 1."""

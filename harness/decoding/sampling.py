@@ -2,7 +2,9 @@
 
 The processing order, used identically for the target (p) and for sampled drafts (q):
 
+    before:       logit bias, min_tokens, penalties (harness/decoding/processors.py; they read each position's history)
     temperature:  logits / T                      (T = 0 means greedy: one-hot on the argmax)
+    min-p:        keep tokens with softmax(l / T)[t] >= min_p * max softmax(l / T)
     top-k:        keep tokens whose logit >= the k-th largest logit (ties at the threshold are kept)
     top-p:        sort by probability, keep the smallest prefix whose mass reaches top_p (the top token always)
 
@@ -15,6 +17,7 @@ from __future__ import annotations
 import torch
 
 from harness.contract.decoder import SamplingConfig
+from harness.decoding.processors import TokenHistory, apply_before_temperature
 
 
 def probability_dtype(dtype: torch.dtype) -> torch.dtype:
@@ -22,12 +25,17 @@ def probability_dtype(dtype: torch.dtype) -> torch.dtype:
     return torch.promote_types(dtype, torch.float32)
 
 
-def process_logits(logits: torch.Tensor, config: SamplingConfig) -> torch.Tensor:
-    """logits [..., V] -> probabilities [..., V] after temperature, top-k and top-p (in that order)."""
-    logits = logits.to(probability_dtype(logits.dtype))
+def process_logits(logits: torch.Tensor, config: SamplingConfig, history: TokenHistory | None = None) -> torch.Tensor:
+    """logits [..., V] -> probabilities [..., V] after the processors before temperature (given each position's
+    `history`, where the config reads it), temperature, min-p, top-k and top-p (in that order)."""
+    logits = apply_before_temperature(logits.to(probability_dtype(logits.dtype)), config, history)
     if config.is_greedy:
         return one_hot(logits.argmax(dim=-1), logits.shape[-1], logits.dtype)
     scaled = logits / config.temperature
+    if config.min_p > 0.0:
+        # softmax(s)[t] >= min_p * max softmax(s)  <=>  s[t] >= max s + log(min_p)
+        floor = scaled.amax(dim=-1, keepdim=True) + torch.log(torch.tensor(config.min_p, dtype=scaled.dtype))
+        scaled = scaled.masked_fill(scaled < floor, float("-inf"))
     if config.top_k and config.top_k < scaled.shape[-1]:
         threshold = scaled.topk(config.top_k, dim=-1).values[..., -1:]
         scaled = scaled.masked_fill(scaled < threshold, float("-inf"))
@@ -48,6 +56,12 @@ def top_p_filter(probs: torch.Tensor, top_p: float) -> torch.Tensor:
     keep = torch.zeros_like(keep_sorted).scatter(-1, order, keep_sorted)
     kept = probs * keep
     return kept / kept.sum(dim=-1, keepdim=True)
+
+
+def raw_logprobs(logits: torch.Tensor) -> torch.Tensor:
+    """The target's raw log-probabilities [..., V]: log_softmax of its logits before any processing (what a request's
+    `logprobs` reports)."""
+    return torch.log_softmax(logits.to(probability_dtype(logits.dtype)), dim=-1)
 
 
 def one_hot(tokens: torch.Tensor, vocab_size: int, dtype: torch.dtype) -> torch.Tensor:

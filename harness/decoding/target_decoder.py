@@ -11,10 +11,11 @@ from collections.abc import Sequence
 import torch
 
 from harness.contract.decoder import DecodeRequest, DecodeResult, SamplingConfig
+from harness.contract.features import FEATURES
 from harness.contract.seeds import generator
 from harness.decoding.batch import BatchState, decode_in_groups, prefill_inputs
 from harness.decoding.forward import prefill, target_pass
-from harness.decoding.sampling import process_logits, sample_from, uniforms
+from harness.decoding.sampling import process_logits, raw_logprobs, sample_from, uniforms
 from harness.decoding.slots import SlotCache
 from harness.models.loading import ModelBundle
 
@@ -24,6 +25,7 @@ class TargetOnlyDecoder:
 
     name = "target"
     unsupported = frozenset({"num_draft_tokens", "draft_mode", "forced_drafts"})  # no drafts: nothing to force
+    features = frozenset(FEATURES)
 
     def __init__(self, bundle: ModelBundle) -> None:
         self.bundle = bundle
@@ -53,7 +55,7 @@ class TargetOnlyDecoder:
             _, logits = target_pass(
                 bundle, slots, state.last_tokens()[:, None], (state.lengths - 1)[:, None], active[:, None]
             )
-            probs = process_logits(logits[:, 0], sampling)
+            probs = process_logits(logits[:, 0], sampling, state.history(sampling, bundle.vocab_size))
             if sampling.is_greedy:
                 tokens = probs.argmax(dim=-1)
             else:
@@ -63,5 +65,6 @@ class TargetOnlyDecoder:
                 tokens[rows] = sample_from(probs[rows], drawn)
             no_drafts = torch.zeros(len(requests), 0, dtype=torch.long, device=bundle.device)
             zeros = torch.zeros_like(tokens)
-            state.commit(active, no_drafts, zeros, zeros, tokens, record=False)
+            logprobs = raw_logprobs(logits) if state.logprobs else None
+            state.commit(active, no_drafts, zeros, zeros, tokens, record=False, logprobs=logprobs)
         return state.results()

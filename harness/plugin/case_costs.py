@@ -41,7 +41,13 @@ RESULTS_FILE = "results.json"
 # 2026-12-03 at edeef70, docs/measurements/speed.md): greedy 0.056 s, invariants 0.75 s (its 12 skipped cases
 # included), sampling 6.4 s (the family's 160 worker-seconds over its 25 cases); the engine suite, which that run
 # skips, a guess. A case of another suite (unit tests) counts as greedy.
-SUITE_PRIORS_S: Mapping[str, float] = {"greedy": 0.055, "invariants": 0.75, "sampling": 6.5, "engine": 2.0}
+SUITE_PRIORS_S: Mapping[str, float] = {
+    "greedy": 0.055,
+    "invariants": 0.75,
+    "sampling": 6.5,
+    "features": 0.3,
+    "engine": 2.0,
+}
 DEFAULT_SUITE = "greedy"
 FUNCTION_PRIORS_FILE = Path(__file__).with_name("function_priors.json")
 CASE_PRIOR_MIN_S, CASE_PRIOR_FACTOR = 1.0, 5.0  # a case that carries a shared computation (case_priors)

@@ -6,15 +6,17 @@ The docstring of each replacement says which failure it models (see ../shared/RE
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 import torch
 
 from harness.contract.decoder import SamplingConfig
 from harness.contract.suites import CATALOGUE_SUITES
 from harness.decoding.acceptance import PassPlace, accepted_prefix, greedy_accept, residual, speculative_accept
-from harness.decoding.batch import BatchState, stop_at_first_eos
+from harness.decoding.batch import BatchState, ends_with_a_stop, stop_at_first_eos
 from harness.decoding.mtp_decoder import CacheManager, MTPDecoder
+from harness.decoding.processors import TokenHistory
 from harness.decoding.proposer import MTPProposer
 from harness.decoding.sampling import process_logits, sample_from
 from harness.decoding.slots import KV_BLOCK, RaggedBuffer, SlotCache
@@ -504,3 +506,72 @@ def bf16_tail_truncation(bundle: ModelBundle) -> MTPDecoder:
     """Bug class 14 (Megatron-LM PR 7182): recovery and bonus tokens drawn by inverse CDF over a bf16
     cumulative sum, which drops tokens too small to move it and the tail after it saturates."""
     return MTPDecoder(bundle, sampling_rule=_speculative_with(sampler=bf16_cdf_inverse))
+
+
+# --- request-feature mutants (the features suite) ---------------------------------------------------------------
+def every_draft_counted(drafts: torch.Tensor, drafted: torch.Tensor) -> torch.Tensor:
+    """Every draft the pass proposed counts as output before every verification position: the penalty state is
+    updated when the drafts are proposed and not rolled back, so the correction after a rejection is penalised
+    for the rejected drafts too (the class of TensorRT-LLM's and SGLang's penalty-under-speculation bugs)."""
+    k = drafts.shape[1]
+    real = torch.arange(k, device=drafts.device)[None, :] < drafted[:, None]
+    return real[:, None, :].expand(-1, k + 1, -1)
+
+
+@mutant("penalty-counts-rejected-drafts", "features")
+def penalty_counts_rejected_drafts(bundle: ModelBundle) -> MTPDecoder:
+    """Bug class 19 (penalties under speculation, TensorRT-LLM and SGLang): penalties count every draft of the
+    pass, the rejected ones included (every_draft_counted)."""
+    return MTPDecoder(bundle, counted_drafts=every_draft_counted)
+
+
+def stop_checked_at_the_pass_end(
+    output: Sequence[int], new: Sequence[int], stops: Sequence[Sequence[int]], min_tokens: int
+) -> int | None:
+    """Stop sequences are looked for once per pass, at the end of what it commits: a stop sequence completed
+    inside an accepted run of drafts is missed and decoding runs on (vLLM's stop strings in the MTP path)."""
+    extended = [*output, *new]
+    return len(new) if new and len(extended) > min_tokens and ends_with_a_stop(extended, stops) else None
+
+
+@mutant("stop-checked-per-pass", "features")
+def stop_checked_per_pass(bundle: ModelBundle) -> MTPDecoder:
+    """Bug class 20 (stop strings in vLLM's MTP path): stop sequences checked per pass instead of per token
+    (stop_checked_at_the_pass_end)."""
+    return MTPDecoder(bundle, stop_sequence_rule=stop_checked_at_the_pass_end)
+
+
+def the_drafts_logprobs(target: torch.Tensor, q: torch.Tensor, accepted: torch.Tensor) -> torch.Tensor:
+    """An accepted draft's logprobs come from the law it was drawn from, log q (one-hot for a greedy draft: 0 for
+    the draft), not from the target that verified it; corrections and bonus tokens keep the target's."""
+    k = q.shape[1]
+    draft_columns = torch.arange(k + 1, device=q.device)[None, :] < accepted.clamp(max=k)[:, None]
+    log_q = torch.cat([q.clamp(min=torch.finfo(q.dtype).tiny).log(), target[:, k:]], dim=1)
+    return torch.where(draft_columns[..., None], log_q.to(target.dtype), target)
+
+
+@mutant("logprob-of-the-draft", "features")
+def logprob_of_the_draft(bundle: ModelBundle) -> MTPDecoder:
+    """Bug class 21 (logprobs under speculation): accepted drafts report the draft's log-probabilities
+    (the_drafts_logprobs)."""
+    return MTPDecoder(bundle, logprob_rule=the_drafts_logprobs)
+
+
+def min_tokens_at_the_first_position_only(
+    logits: torch.Tensor, sampling: SamplingConfig, history: TokenHistory | None
+) -> torch.Tensor:
+    """min_tokens masks EOS at a pass's first verification position only (the logits processor sees the
+    next-token row, not the draft rows): an EOS drafted before min_tokens and accepted inside a run ends the
+    output early."""
+    p = process_logits(logits, sampling, history)
+    if not sampling.min_tokens:
+        return p
+    unmasked = process_logits(logits, replace(sampling, min_tokens=0), history)
+    return torch.cat([p[:, :1], unmasked[:, 1:]], dim=1)
+
+
+@mutant("min-tokens-ignored-inside-a-run", "features")
+def min_tokens_ignored_inside_a_run(bundle: ModelBundle) -> MTPDecoder:
+    """Bug class 22 (min_tokens under speculation): min_tokens is ignored at the drafts' positions after the first
+    (min_tokens_at_the_first_position_only)."""
+    return MTPDecoder(bundle, verify_law=min_tokens_at_the_first_position_only)

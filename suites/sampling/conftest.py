@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from harness.checks.law_records import law_record
 from harness.checks.sampling_cases import (
     PIT_LENGTH,
     LawOutcome,
@@ -28,7 +29,6 @@ from harness.decoding.slots import KV_BLOCK
 from harness.plugin.shared_work import SharedWork, pickle_safe
 from harness.stats.multiple_testing import FAMILY_ALPHA, holm
 from harness.stats.power import POWER, ks_sample_size, min_detectable_tv, sample_size
-from harness.stats.target_law import OTHER
 
 CASES = {case.id: case for case in case_grid()}
 
@@ -264,47 +264,42 @@ def describe(result: FamilyResult) -> str:
     )
 
 
-def cell_label(cell: tuple, decode) -> str:
-    """A continuation cell as text, token by token: 'the' · ' cat'; the pooled cell as <other>."""
-    if cell == OTHER:
-        return "<other: pooled small cells and pruned branches>"
-    return " · ".join(repr(decode([token])) for token in cell)
-
-
 def sampling_record(result: FamilyResult, case_id: str, decode) -> SamplingRecord:
     """The structured record of one case for the report (schema 1, `sampling`)."""
     outcome = result.outcome
-    law = isinstance(outcome, LawOutcome)
-    tests = ("chi-square", "G") if law else pit_test_names()
+    if isinstance(outcome, LawOutcome):
+        return law_record(
+            case_id,
+            outcome.fit,
+            result.raw,
+            result.adjusted,
+            result.alpha_per_test,
+            result.detectable_tv,
+            result.adjustment,
+            decode,
+        )
     record: SamplingRecord = {
         "case_id": case_id,
-        "kind": "law" if law else "pit",
-        "n": outcome.fit.n if law else outcome.test.n,
-        "cells": outcome.fit.cells if law else None,
+        "kind": "pit",
+        "n": outcome.test.n,
+        "cells": None,
         "family_size": round(FAMILY_ALPHA / result.alpha_per_test),
         "alpha_per_test": result.alpha_per_test,
         "family_alpha": FAMILY_ALPHA,
         "adjustment": result.adjustment,
         "p_values": [
             {"test": test, "raw": raw, "holm": adjusted}
-            for test, raw, adjusted in zip(tests, result.raw, result.adjusted, strict=True)
-        ][: 2 if law else 3],  # a PIT case's per-position p-values are under "positions"
-        "kl": outcome.fit.kl if law else None,
-        "tv": outcome.fit.tv if law else None,
+            for test, raw, adjusted in zip(pit_test_names(), result.raw, result.adjusted, strict=True)
+        ][:3],  # a PIT case's per-position p-values are under "positions"
+        "kl": None,
+        "tv": None,
         "detectable_tv": result.detectable_tv,
         "cells_table": [],
-        "pit_histogram": None if law else list(outcome.test.histogram),
+        "pit_histogram": list(outcome.test.histogram),
         "rejected": min(result.adjusted) <= FAMILY_ALPHA,
+        "positions": position_records(result),
+        "truncated_runs": outcome.truncated,
     }
-    if not law:
-        record["positions"] = position_records(result)
-        record["truncated_runs"] = outcome.truncated
-    if law:
-        fit = outcome.fit
-        record["cells_table"] = [
-            {"label": cell_label(label, decode), "observed": observed, "expected": expected}
-            for label, observed, expected in zip(fit.labels, fit.observed, fit.expected, strict=True)
-        ]
     return record
 
 

@@ -18,18 +18,16 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from scipy import stats
 
 from harness.checks.sampling_cases import PIT_LENGTH, case_grid, pit_test_names, run_law_case, run_pit_case
 from harness.contract.budget import BUDGETS
-from harness.stats.uniformity import uniformity
+from harness.stats.calibration import calibration
 
 pytestmark = pytest.mark.sampling
 
 REPLICATES = 200  # the whole-sequence calibration's reruns
 SAMPLES = 400
 PIT_CALIBRATION_SEQUENCES = 64  # few sequences per rerun: the log-likelihood's skewed small-n tail is tested too
-CALIBRATION_ALPHA = 1e-3
 
 
 @pytest.fixture
@@ -56,28 +54,14 @@ def test_p_values_are_uniform_on_the_correct_decoder(
         chi2_p.append(outcome.fit.chi2_p)
         g_p.append(outcome.fit.g_p)
     for name, values in (("chi-square", np.array(chi2_p)), ("G", np.array(g_p))):
-        test = uniformity(values, bins=10)
-        rate = float(np.mean(values < 0.05))
-        # the rate of p < 0.05 must be inside its exact binomial 99.9% interval under correctness
-        low, high = stats.binom.ppf([CALIBRATION_ALPHA / 2, 1 - CALIBRATION_ALPHA / 2], reruns, 0.05) / reruns
-        record_property(
-            f"{name} calibration", f"KS p={test.ks_p:.3g}, P(p<0.05)={rate:.3f} (interval {low:.3f}..{high:.3f})"
-        )
-        assert test.ks_p > CALIBRATION_ALPHA, f"{name} p-values are not uniform: KS p={test.ks_p:.3g}, {test.histogram}"
-        assert low <= rate <= high, f"{name}: {rate:.3f} of p-values below 0.05, expected within {low:.3f}..{high:.3f}"
+        assert_uniform(name, values, record_property)
 
 
 def assert_uniform(name: str, values: np.ndarray, record_property) -> None:
-    test = uniformity(values, bins=10)
-    rate = float(np.mean(values < 0.05))
-    # the rate of p < 0.05 must be inside its exact binomial 99.9% interval under correctness
-    low, high = stats.binom.ppf([CALIBRATION_ALPHA / 2, 1 - CALIBRATION_ALPHA / 2], len(values), 0.05) / len(values)
-    record_property(
-        f"{name} calibration",
-        f"{len(values)} p-values, KS p={test.ks_p:.3g}, P(p<0.05)={rate:.4f} (interval {low:.4f}..{high:.4f})",
-    )
-    assert test.ks_p > CALIBRATION_ALPHA, f"{name} p-values are not uniform: KS p={test.ks_p:.3g}, {test.histogram}"
-    assert low <= rate <= high, f"{name}: {rate:.4f} of p-values below 0.05, expected within {low:.4f}..{high:.4f}"
+    verdict = calibration(values)
+    record_property(f"{name} calibration", verdict.summary())
+    assert verdict.uniform, f"{name} p-values are not uniform: {verdict.summary()}, {verdict.histogram}"
+    assert verdict.rate_within, f"{name}: {verdict.summary()}: the share below 0.05 is outside its interval"
 
 
 @pytest.mark.slow

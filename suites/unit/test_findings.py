@@ -201,6 +201,24 @@ def test_the_vllm_signatures_refuse_a_start_up_failure_and_an_unrelated_crash():
     assert not drafts_of_token_zero(case(start_up))
 
 
+def test_the_cpu_generator_signature_explains_the_offset_error_and_no_other_engine_error():
+    from harness.subjects.engines.findings import FailedCase
+    from harness.subjects.engines.vllm.signatures import cpu_generator_asked_for_its_offset
+
+    def case(message):
+        return FailedCase("n", message, {}, (), model=lambda: pytest.fail("no model needed"))
+
+    died = (  # as the 2026-12-05 features run reported it (harness/subjects/engines/process.py, EngineProcess.call)
+        "harness.subjects.engines.process.EngineError: engine vllm-mtp-tiny-mimo-k2-sample-v1 failed decode call 1: "
+        "RuntimeError: CPU Generator does not use offset\nTraceback (most recent call last):\n"
+        '  File ".../vllm/v1/worker/gpu_model_runner.py", line 3502, in _bookkeeping_sync\n'
+    )
+    assert cpu_generator_asked_for_its_offset(case(died))
+    unrelated = "EngineError: engine vllm-mtp-tiny-mimo-k2-sample-v1 failed decode call 1: RuntimeError: CUDA error"
+    assert not cpu_generator_asked_for_its_offset(case(unrelated))
+    assert not cpu_generator_asked_for_its_offset(case("AssertionError: the samples do not follow the law"))
+
+
 def test_the_drafter_skip_signature_needs_the_predicted_token_zero_passes_and_unchanged_tokens():
     """A record it must explain: the pass after a step whose longest sequence leaves no room for k drafts holds
     token 0 only. Near misses it must not: token-0 drafts after a step that fits (a new bug that drafts 0), a

@@ -73,6 +73,26 @@ def test_the_request_asks_for_the_contracts_law_and_a_seed_llama_cpp_does_not_ta
     assert completion_request({**wire, "seed": 7}, 0)["seed"] == 7
 
 
+def test_a_request_without_features_runs_the_chain_it_always_ran_and_each_feature_its_own_parameters():
+    """Features change the chain only for a request that uses them: an unforced plain request's completion is
+    unchanged. A repetition penalty puts llama.cpp's penalties first over the prompt and the output (frequency and
+    presence off: llama.cpp would count the prompt); min-p comes right after the temperature (the contract's order)."""
+    wire = {"prompt_ids": [5, 6], "max_new_tokens": 3, "temperature": 0.7, "top_k": 20, "top_p": 0.9, "seed": 1,
+            "eos_token_ids": [], "forced_drafts": {}, "min_p": 0.0, "repetition_penalty": 1.0,
+            "frequency_penalty": 0.0, "presence_penalty": 0.0, "logit_bias": [], "min_tokens": 0,
+            "stop_sequences": [], "logprobs": None}  # fmt: skip
+    plain = completion_request(wire, slot=0)
+    assert plain["samplers"] == ["top_k", "temperature", "top_p"]
+    assert not {"repeat_penalty", "min_p", "logit_bias", "n_probs"} & set(plain)
+    featured = completion_request(
+        {**wire, "repetition_penalty": 1.3, "min_p": 0.1, "logit_bias": [[3, -1.5]], "logprobs": 0}, slot=0
+    )
+    assert featured["samplers"] == ["penalties", "top_k", "temperature", "min_p", "top_p"]
+    assert featured["repeat_penalty"] == 1.3 and featured["repeat_last_n"] == 5
+    assert featured["frequency_penalty"] == featured["presence_penalty"] == 0.0
+    assert featured["min_p"] == 0.1 and featured["logit_bias"] == [[3, -1.5]] and featured["n_probs"] == 1
+
+
 def test_the_log_counts_prompts_processed_in_several_batches_and_tasks_deferred_for_want_of_a_slot():
     """Lines as llama.cpp 2026.10.11549 writes them with n_batch 16 and 2 slots for 4 requests (one `cached n_tokens`
     line per batch of a prompt; a deferral when every slot is busy), under context shift, and when it turns context

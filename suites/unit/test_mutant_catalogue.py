@@ -4,6 +4,7 @@ the suite aimed at it, and is either proven caught by a pytester test of that su
 from __future__ import annotations
 
 import pytest
+from test_features_suite_catches_mutants import FEATURE_MUTANTS
 from test_greedy_suite_catches_mutants import GREEDY_MUTANTS
 from test_hybrid_model import RECURRENT_STATE_MUTANTS
 from test_invariant_suite_catches_mutants import STATE_MUTANTS
@@ -16,6 +17,7 @@ PROVEN = {
     "greedy": set(GREEDY_MUTANTS),
     "invariants": {*STATE_MUTANTS, *RECURRENT_STATE_MUTANTS},
     "sampling": {*CATCHING_CASE, *POSITION_CATCHING_CASE},
+    "features": set(FEATURE_MUTANTS),
 }
 
 

@@ -19,6 +19,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from harness.contract.decoder import DecodeRequest, DecodeResult
+from harness.contract.features import FEATURES, refuse_unserved
 from harness.contract.run_options import EngineOptions
 from harness.decoding.batch import decode_in_groups
 from harness.subjects.engines.batch_steps import StepFact, with_step_facts
@@ -49,6 +50,10 @@ class EngineDecoder:
     # what the engine cannot serve even with speculation, and why; request field -> the values it serves with it
     speculative_lacks: Mapping[str, str] = MappingProxyType({})
     speculative_serves: Mapping[str, set[object]] = MappingProxyType({})
+    # the request features (harness/contract/features.py) the engine package passes on to the engine, and why not the
+    # others (in the engine's own words where it refuses them)
+    engine_features: frozenset[str] = frozenset()
+    why_no_feature: Mapping[str, str] = MappingProxyType({})
     # what its findings' signatures read of the batch each pass ran in (DecodeResult.step_facts; batch_steps.py)
     step_facts: Mapping[str, StepFact] = MappingProxyType({})
 
@@ -66,7 +71,12 @@ class EngineDecoder:
             lacks |= {field: f"{engine.name} without speculation drafts nothing" for field in DRAFTING}
         lacks |= self.configuration.lacks
         self.unsupported = frozenset(lacks)
-        self.why_unsupported = lacks
+        self.features = self.engine_features
+        self.why_unsupported = {
+            **{name: f"the harness's {engine.name} package does not pass {name} on yet" for name in FEATURES},
+            **self.why_no_feature,
+            **lacks,
+        }
         self.serves = dict(self.speculative_serves) if speculative else {}
         self.pool = EnginePool()
 
@@ -113,6 +123,7 @@ class EngineDecoder:
         return (request.num_draft_tokens, request.draft_mode) if self.speculative else (0, "greedy")
 
     def decode(self, requests: Sequence[DecodeRequest]) -> list[DecodeResult]:
+        refuse_unserved(self, requests)  # the wire carries no request feature an engine package does not declare
         self.check_requests(requests)
 
         def decode_group(group: list[DecodeRequest], indices: list[int]) -> list[DecodeResult]:

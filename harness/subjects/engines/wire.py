@@ -19,13 +19,19 @@ JSON lines over the server's stdin and stdout (one message per line, UTF-8), pro
 
     request = {"prompt_ids": [int], "max_new_tokens": int, "temperature": float, "top_k": int (0 = off),
                "top_p": float (1 = off), "seed": int, "eos_token_ids": [int],
-               "forced_drafts": {"<output position>": token id}}
-    result  = {"token_ids": [int], "finish_reason": "eos" | "length",
+               "forced_drafts": {"<output position>": token id},
+               the request features (harness/contract/features.py), each at its default when unused:
+               "min_p": float (0 = off), "repetition_penalty": float (1 = off), "frequency_penalty": float,
+               "presence_penalty": float, "logit_bias": [[token id, bias]], "min_tokens": int,
+               "stop_sequences": [[int]], "logprobs": int | null}
+    result  = {"token_ids": [int], "finish_reason": "eos" | "length" | "stop",
                "steps": [{"start": int, "drafts": [int], "accepted": int, "emitted": [int]}],
                "prefill_chunk_ends": [int] (optional: where the engine ended each prefill chunk but the last),
                "hidden_pairings": [{"step": int, "position": int, "hidden": [float] | null}] (optional: the MTP
                layer's pairings the engine reports, DecodeResult.hidden_pairings),
-               "engine_steps": [int] (optional: the engine step that verified each of `steps`)}
+               "engine_steps": [int] (optional: the engine step that verified each of `steps`),
+               "logprobs": [[token id, logprob, [[token id, logprob], ...]]] (where the request asked for them: one
+               entry per output token, its raw logprob and the top tokens')}
 
 The fields are those of harness.contract.decoder's DecodeRequest / DecodeResult; num_draft_tokens and draft_mode are
 engine configuration (an engine process serves one k and one draft mode), not request fields.
@@ -35,7 +41,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from harness.contract.decoder import DecodeRequest, DecodeResult, DraftMode, SamplingConfig, VerifyStep
+from harness.contract.decoder import (
+    DecodeRequest,
+    DecodeResult,
+    DraftMode,
+    SamplingConfig,
+    TokenLogprobs,
+    VerifyStep,
+)
 from harness.contract.errors import HarnessError
 from harness.contract.records import hidden_pairing_records, hidden_pairings_from_records, step_records
 
@@ -55,6 +68,14 @@ def request_message(request: DecodeRequest) -> dict:
         "seed": request.seed,
         "eos_token_ids": list(request.eos_token_ids),
         "forced_drafts": {str(position): token for position, token in request.forced_drafts.items()},
+        "min_p": request.sampling.min_p,
+        "repetition_penalty": request.sampling.repetition_penalty,
+        "frequency_penalty": request.sampling.frequency_penalty,
+        "presence_penalty": request.sampling.presence_penalty,
+        "logit_bias": [[token, bias] for token, bias in request.sampling.logit_bias],
+        "min_tokens": request.sampling.min_tokens,
+        "stop_sequences": [list(stop) for stop in request.stop_sequences],
+        "logprobs": request.logprobs,
     }
 
 
@@ -64,12 +85,24 @@ def parse_request(message: Mapping, num_draft_tokens: int, draft_mode: DraftMode
     return DecodeRequest(
         tuple(message["prompt_ids"]),
         message["max_new_tokens"],
-        sampling=SamplingConfig(message["temperature"], message["top_k"], message["top_p"]),
+        sampling=SamplingConfig(
+            message["temperature"],
+            message["top_k"],
+            message["top_p"],
+            min_p=message.get("min_p", 0.0),
+            repetition_penalty=message.get("repetition_penalty", 1.0),
+            frequency_penalty=message.get("frequency_penalty", 0.0),
+            presence_penalty=message.get("presence_penalty", 0.0),
+            logit_bias=[tuple(pair) for pair in message.get("logit_bias", [])],
+            min_tokens=message.get("min_tokens", 0),
+        ),
         seed=message["seed"],
         num_draft_tokens=num_draft_tokens,
         draft_mode=draft_mode,
         eos_token_ids=tuple(message["eos_token_ids"]),
         forced_drafts={int(position): token for position, token in message["forced_drafts"].items()},
+        stop_sequences=message.get("stop_sequences", ()),
+        logprobs=message.get("logprobs"),
     )
 
 
@@ -82,7 +115,31 @@ def result_message(result: DecodeResult) -> dict:
         "prefill_chunk_ends": list(result.prefill_chunk_ends),
         "hidden_pairings": hidden_pairing_records(result.hidden_pairings),
         "engine_steps": list(result.engine_steps),
+        "logprobs": logprob_records(result.logprobs),
     }
+
+
+def logprob_records(logprobs: tuple[TokenLogprobs, ...]) -> list:
+    return [[entry.token, entry.logprob, [[token, value] for token, value in entry.top]] for entry in logprobs]
+
+
+def parse_logprobs(message: Mapping, where: str) -> tuple[TokenLogprobs, ...]:
+    """The result's optional logprobs ([[token, logprob, [[token, logprob], ...]], ...])."""
+    raw = message.get("logprobs") or []
+
+    def entry(value: object) -> TokenLogprobs:
+        token, logprob, top = value  # type: ignore[misc]
+        pairs = tuple((int(t), float(v)) for t, v in top)
+        if not isinstance(token, int) or isinstance(logprob, bool) or not isinstance(logprob, int | float):
+            raise ValueError(value)
+        return TokenLogprobs(token, float(logprob), pairs)
+
+    try:
+        return tuple(entry(value) for value in raw)
+    except (TypeError, ValueError) as error:
+        raise EngineProtocolError(
+            f"{where}: logprobs must be [[token, logprob, [[token, logprob]]]]: {error}"[:300]
+        ) from None
 
 
 def parse_result(message: object, where: str) -> DecodeResult:
@@ -91,8 +148,8 @@ def parse_result(message: object, where: str) -> DecodeResult:
         raise EngineProtocolError(f"{where}: a result must be an object, got {type(message).__name__}")
     tokens = _int_list(message, "token_ids", where)
     finish = message.get("finish_reason")
-    if finish not in ("eos", "length"):
-        raise EngineProtocolError(f"{where}: finish_reason must be 'eos' or 'length', got {finish!r}")
+    if finish not in ("eos", "length", "stop"):
+        raise EngineProtocolError(f"{where}: finish_reason must be 'eos', 'length' or 'stop', got {finish!r}")
     raw_steps = message.get("steps", [])
     if not isinstance(raw_steps, list):
         raise EngineProtocolError(f"{where}: steps must be a list")
@@ -111,8 +168,17 @@ def parse_result(message: object, where: str) -> DecodeResult:
     engine_steps = _int_list(message, "engine_steps", where) if "engine_steps" in message else []
     if engine_steps and len(engine_steps) != len(steps):
         raise EngineProtocolError(f"{where}: engine_steps has {len(engine_steps)} entries for {len(steps)} steps")
+    logprobs = parse_logprobs(message, where)
+    if logprobs and len(logprobs) != len(tokens):
+        raise EngineProtocolError(f"{where}: {len(logprobs)} logprobs for {len(tokens)} output tokens")
     return DecodeResult(
-        tuple(tokens), tuple(steps), finish, tuple(chunk_ends), _pairings(message, where), tuple(engine_steps)
+        tuple(tokens),
+        tuple(steps),
+        finish,
+        tuple(chunk_ends),
+        _pairings(message, where),
+        tuple(engine_steps),
+        logprobs=logprobs,
     )
 
 

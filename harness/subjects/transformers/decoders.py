@@ -25,6 +25,7 @@ from transformers import GenerationConfig, PreTrainedModel
 
 from harness.contract.decoder import DecodeRequest, DecodeResult, validate_for_model
 from harness.contract.errors import HarnessError
+from harness.contract.features import refuse_unserved
 from harness.decoding.batch import truncate
 from harness.models.loading import ModelBundle
 from harness.models.quiet import quiet_transformers
@@ -83,6 +84,7 @@ class _TransformersGenerateDecoder:
 
     @torch.no_grad()
     def decode(self, requests: Sequence[DecodeRequest]) -> list[DecodeResult]:
+        refuse_unserved(self, requests)  # generate() is not given the request features
         for index, request in enumerate(requests):
             validate_for_model(request, self.bundle.vocab_size, self.bundle.max_context, index)
         return [self._decode_one(request) for request in requests]

@@ -49,6 +49,11 @@ from harness.subjects.engines.llamacpp.draft_batches import reach_per_iteration
 from harness.subjects.engines.llamacpp.environment import SOURCE, draft_room, gguf_of, missing_gguf
 from harness.subjects.engines.llamacpp.server import BUILD_VARIABLE
 
+PROMPT_COUNTED = (
+    "llama.cpp counts the prompt's tokens too (its penalty window holds every token the slot's sampler accepted, the "
+    "prompt's included: tools/server/server-context.cpp init_sampler); the contract counts the output's (OpenAI's, "
+    "vLLM's)"
+)
 PARALLEL_SLOTS = int(os.environ.get("MTP_HARNESS_LLAMACPP_SLOTS", "4"))
 SHIFTED_CONTEXTS = 4  # under context shift, how many contexts' worth a request may ask for
 
@@ -57,6 +62,16 @@ class LlamaCppDecoder(EngineDecoder):
     """llama.cpp's server with draft-mtp speculation (or without speculation, speculative=False)."""
 
     drafter_depths = 1  # llama.cpp's MTP graphs hold one NextN layer; draft steps 2..k reuse it
+    # /completion's own parameters (server.py feature_parameters); logprobs are n_probs, the raw logits' softmax
+    engine_features = frozenset({"repetition_penalty", "min_p", "logit_bias", "logprobs"})
+    why_no_feature = MappingProxyType(
+        {
+            "frequency_penalty": PROMPT_COUNTED,
+            "presence_penalty": PROMPT_COUNTED,
+            "min_tokens": "llama.cpp's server has no minimum output length (tools/server/server-schema.cpp)",
+            "stop_sequences": "llama.cpp stops on strings (`stop`), not on token sequences",
+        }
+    )
     speculative_serves: Mapping[str, set[object]] = MappingProxyType({"draft_mode": {"greedy"}})
 
     @property

@@ -88,13 +88,60 @@ def completion_request(
         "temperature": float(request["temperature"]),
         "top_k": int(request["top_k"]),
         "top_p": float(request["top_p"]),
-        "samplers": SAMPLERS,
+        "samplers": samplers_for(request),
+        **feature_parameters(request),
         "seed": int(request["seed"]) % SEED_MODULUS,
         "id_slot": slot,
         "cache_prompt": cache_prompt,
         "return_tokens": True,
         "verbose": True,  # the token ids are in the completion's __verbose part
     }
+
+
+def samplers_for(request: dict) -> list[str]:
+    """The sampler chain: SAMPLERS, with the penalties first where the request has a repetition penalty and min-p after
+    the temperature where it has a min_p (the contract's order: penalties, temperature, min-p, top-k, top-p; top-k
+    before the temperature keeps the same tokens, and min-p's threshold is the top token's, which top-k keeps). A
+    request without them runs the chain it always ran. llama.cpp applies the logit bias first whatever the chain."""
+    samplers = list(SAMPLERS)
+    if float(request.get("repetition_penalty", 1.0)) != 1.0:
+        samplers.insert(0, "penalties")
+    if float(request.get("min_p", 0.0)) > 0.0:
+        samplers.insert(samplers.index("temperature") + 1, "min_p")
+    return samplers
+
+
+def feature_parameters(request: dict) -> dict:
+    """The request features llama.cpp serves, as its /completion parameters (the harness's llama.cpp decoder refuses
+    the others before a request reaches here)."""
+    parameters: dict = {}
+    if float(request.get("repetition_penalty", 1.0)) != 1.0:
+        # the penalty window is every token the slot's sampler accepted: the prompt (init_sampler) and the output
+        parameters |= {
+            "repeat_penalty": float(request["repetition_penalty"]),
+            "repeat_last_n": len(request["prompt_ids"]) + int(request["max_new_tokens"]),
+            "frequency_penalty": 0.0,
+            "presence_penalty": 0.0,
+        }
+    if float(request.get("min_p", 0.0)) > 0.0:
+        parameters["min_p"] = float(request["min_p"])
+    if request.get("logit_bias"):
+        parameters["logit_bias"] = [[int(token), float(bias)] for token, bias in request["logit_bias"]]
+    if request.get("logprobs") is not None:
+        parameters["n_probs"] = max(1, int(request["logprobs"]))  # 0 returns none; the top list is trimmed back
+    return parameters
+
+
+def token_logprobs(verbose: dict, top: int) -> list:
+    """The wire's logprobs from a completion's `completion_probabilities` (pre-sampling: the raw logits' softmax)."""
+    return [
+        [
+            int(entry["id"]),
+            float(entry["logprob"]),
+            [[int(t["id"]), float(t["logprob"])] for t in entry["top_logprobs"][:top]],
+        ]
+        for entry in verbose.get("completion_probabilities", [])
+    ]
 
 
 @dataclass
@@ -522,6 +569,8 @@ class Engine:
         engine_steps = engine_steps_of(task)
         if engine_steps is not None:
             result["engine_steps"] = engine_steps
+        if request.get("logprobs") is not None:
+            result["logprobs"] = token_logprobs(verbose, int(request["logprobs"]))
         return {"token_ids": tokens, "finish_reason": finish, "steps": steps, **result}
 
 

@@ -34,6 +34,10 @@ from harness.subjects.engines.batch_steps import longest_per_engine_step
 from harness.subjects.engines.decoder import EngineDecoder, engine_threads
 
 ENGINE_DTYPES = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}
+SPECULATIVE_REFUSAL = (
+    "vLLM refuses it with speculative decoding: 'The min_p and logit_bias sampling parameters are not yet supported "
+    "with speculative decoding.' (vllm/sampling_params.py, _validate_spec_decode)"
+)
 
 
 class VLLMDecoder(EngineDecoder):
@@ -41,6 +45,20 @@ class VLLMDecoder(EngineDecoder):
 
     # the longest sequence of each pass's engine step: what the drafter skip's per-batch condition reads
     step_facts = MappingProxyType({"longest": longest_per_engine_step})
+    # SamplingParams' own fields (server.py sampling_params); logprobs are vLLM's default raw_logprobs
+    engine_features = frozenset(
+        {"repetition_penalty", "frequency_penalty", "presence_penalty", "min_tokens", "logprobs"}
+    )
+    why_no_feature = MappingProxyType(
+        {
+            # vllm/sampling_params.py _validate_spec_decode (0.32.0), for every request of a speculative engine
+            "min_p": SPECULATIVE_REFUSAL,
+            "logit_bias": SPECULATIVE_REFUSAL,
+            "stop_sequences": "vLLM stops on single token ids (stop_token_ids, which carry the request's EOS ids) or "
+            "on strings, which need the detokenizer the harness's server skips (skip_tokenizer_init): it has no stop "
+            "token sequences",
+        }
+    )
 
     def check_bundle(self, bundle: ModelBundle) -> None:
         if bundle.dtype not in ENGINE_DTYPES:

@@ -47,6 +47,8 @@ if __name__ == "__mp_main__" and os.environ.get(V2_CPU_SHIM) == "1":
     enable_model_runner_v2_on_cpu()
 
 FINISH_REASONS = {"stop": "eos", "length": "length"}  # vLLM's -> the contract's (only stop_token_ids stop it)
+# the request features SamplingParams takes as they are (the wire's names are vLLM's)
+FEATURE_PARAMETERS = ("repetition_penalty", "frequency_penalty", "presence_penalty", "min_p", "min_tokens")
 # the scoring hook's log-softmax (float64) against vLLM's prompt logprobs (float32) of the same logits: rounding is
 # ~1e-6; rows taken from the wrong place differ by whole nats
 SCORING_TOLERANCE = 1e-3
@@ -300,8 +302,13 @@ class Engine:
                 "steps": steps[request_id],
                 "engine_steps": [step.pop("engine_step") for step in steps[request_id]],
                 "prefill_chunk_ends": self.scheduler.chunk_ends.pop(request_id, []),
+                **(
+                    {"logprobs": token_logprobs(outputs[request_id], int(request["logprobs"]))}
+                    if request.get("logprobs") is not None
+                    else {}
+                ),
             }
-            for request_id in ids
+            for request_id, request in zip(ids, requests, strict=True)
         ]
 
 
@@ -320,7 +327,20 @@ def sampling_params(request: dict, extra_args: dict | None = None):  # noqa: ANN
         stop_token_ids=[int(t) for t in request["eos_token_ids"]],
         detokenize=False,
         extra_args=extra_args,
+        **{name: request[name] for name in FEATURE_PARAMETERS if name in request},
+        logit_bias={int(token): float(bias) for token, bias in request.get("logit_bias", [])} or None,
+        logprobs=request.get("logprobs"),
     )
+
+
+def token_logprobs(completion, top: int) -> list:  # noqa: ANN001 - vLLM's CompletionOutput
+    """The wire's logprobs of a completion: per output token, its logprob and the `top` ranked tokens' (vLLM returns
+    the sampled token's beside the top ones, ranked 1..top)."""
+    rows = []
+    for token, entry in zip(completion.token_ids, completion.logprobs, strict=True):
+        ranked = sorted((item.rank, int(t), float(item.logprob)) for t, item in entry.items() if item.rank <= top)
+        rows.append([int(token), float(entry[token].logprob), [[t, value] for _, t, value in ranked]])
+    return rows
 
 
 def install_hooks(worker) -> str:  # noqa: ANN001 - vLLM's worker (wrapper), in its own process under parallelism

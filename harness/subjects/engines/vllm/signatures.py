@@ -13,6 +13,9 @@ Each predicate accepts only what its bug can produce, so that a different bug in
   (its MTP cache misses that step's positions);
 - probabilistic drafts without the request's seed: a seeded request with sampled drafts whose output changes with
   its batch (the record cannot tell it from another RNG bug of the draft path; its reproducer can);
+- a seeded request prefilled in chunks on CPU: the engine's own error, `CPU Generator does not use offset`, which
+  torch raises only when a CPU generator is asked for a Philox offset (Model Runner V1's rewind after a discarded
+  chunk is the one place vLLM asks);
 - position 0, GLM-4.5's pre-norm hand-over and the chunked prefill's last prompt token: the engine's drafts equal
   those of the harness's proposer computing the MTP layer as the findings describe it (the chunk ends as the engine
   reported them; harness/subjects/engines/vllm/drafting.py).
@@ -76,6 +79,18 @@ def sampled_drafts_not_seeded(case: FailedCase) -> bool:
     """A seeded sampled request with sampled drafts (draft_mode 'sample') whose output changed with its batch."""
     isolation = case.records.get("isolation")
     return bool(isolation) and isolation["request"]["draft_mode"] == "sample"
+
+
+# --- a seeded request prefilled in chunks on CPU ------------------------------------------------------------
+
+CPU_GENERATOR_OFFSET = "CPU Generator does not use offset"
+
+
+def cpu_generator_asked_for_its_offset(case: FailedCase) -> bool:
+    """The engine died on torch's `RuntimeError: CPU Generator does not use offset`: Model Runner V1 rewinding a
+    seeded request's CPU generator after a prefill chunk that ended inside its prompt
+    (`GPUModelRunner._bookkeeping_sync`). The error arrives as the text of the decode call's EngineError."""
+    return CPU_GENERATOR_OFFSET in case.message
 
 
 # --- the drafter skip ---------------------------------------------------------------------------------------

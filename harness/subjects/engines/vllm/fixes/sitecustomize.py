@@ -26,6 +26,7 @@ ORDER = (  # the order fixes are applied in: the position-0 fix recompiles a for
     "vllm-glm4-moe-mtp-chains-drafts-from-the-pre-norm-hidden-state",
     "vllm-probabilistic-drafts-ignore-the-request-seed",
     "vllm-mtp-chunked-prefill-feeds-the-last-prompt-token-at-every-chunk-end",
+    "vllm-cpu-seeded-request-prefilled-in-chunks-kills-the-engine",
 )
 APPLIED = []  # (slug, patched module) pairs, for the engine server to report
 

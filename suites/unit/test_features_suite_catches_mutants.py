@@ -1,0 +1,49 @@
+"""The features suite is not vacuous: run on each request-feature mutant it fails, in the check aimed at it, and the
+correct decoder passes the same selection."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.contract.paths import SUITES_DIR
+
+pytest_plugins = ["pytester"]
+
+# mutant -> (the test file aimed at it, a -k selection holding a catching case, what the failure says)
+FEATURE_MUTANTS = {
+    "penalty-counts-rejected-drafts": ("test_feature_greedy.py", "frequency-presence-negative and k3", "DIVERGENCE"),
+    "stop-checked-per-pass": ("test_stop_sequences.py", "mid-run", "expected the output to end there"),
+    "logprob-of-the-draft": ("test_logprobs.py", "k1", "logprob of token"),
+    "min-tokens-ignored-inside-a-run": ("test_feature_greedy.py", "min-tokens-unmet", "DIVERGENCE"),
+}
+
+
+def run_features(pytester, decoder: str, file: str, selection: str, *extra: str):
+    return pytester.runpytest_inprocess(
+        str(SUITES_DIR / "features" / file),
+        "-m",
+        "features",
+        "-k",
+        selection,
+        f"--harness-decoder={decoder}",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        *extra,
+    )
+
+
+@pytest.mark.parametrize("mutant", list(FEATURE_MUTANTS))
+def test_the_features_suite_fails_on_the_mutant(pytester, mutant):
+    file, selection, message = FEATURE_MUTANTS[mutant]
+    result = run_features(pytester, f"mutant:{mutant}", file, selection, "-x")
+    assert result.parseoutcomes().get("failed", 0) == 1, result.stdout.str()[-2000:]
+    result.stdout.fnmatch_lines([f"*{message}*"])
+
+
+@pytest.mark.parametrize("mutant", list(FEATURE_MUTANTS))
+def test_the_correct_decoder_passes_the_selection_that_catches_the_mutant(pytester, mutant):
+    file, selection, _ = FEATURE_MUTANTS[mutant]
+    result = run_features(pytester, "mtp", file, selection)
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("failed", 0) == 0 and outcomes.get("passed", 0) > 0, result.stdout.str()[-2000:]
