@@ -35,6 +35,12 @@ def _min_tokens_met(output: Sequence[int], eos: Sequence[int]) -> Settings:
     return {"sampling": {"min_tokens": 4}, "eos_token_ids": (*eos, output[9])}
 
 
+def _min_tokens_at_the_eos(output: Sequence[int], eos: Sequence[int]) -> Settings:
+    # R's token at 8 becomes an EOS exactly where min_tokens 8 lifts the mask: a pass that starts before 8 and ends
+    # at 8 must mask its earlier positions and not its last (long accepted runs end a pass at 8 at k = 3)
+    return {"sampling": {"min_tokens": 8}, "eos_token_ids": (*eos, output[8])}
+
+
 def _stops(output: Sequence[int], eos: Sequence[int]) -> Settings:
     return {"stop_sequences": ((output[5], output[6]), (output[11],))}
 
@@ -54,6 +60,7 @@ GREEDY_SETTINGS: dict[str, tuple[tuple[str, ...], Callable[[Sequence[int], Seque
     "logit-bias": (("logit_bias",), _banned),
     "min-tokens-unmet": (("min_tokens",), _min_tokens_unmet),
     "min-tokens-met": (("min_tokens",), _min_tokens_met),
+    "min-tokens-at-the-eos": (("min_tokens",), _min_tokens_at_the_eos),
     "stop-sequences": (("stop_sequences",), _stops),
     "logprobs-top-5": (("logprobs",), lambda r, e: {"logprobs": 5}),
 }

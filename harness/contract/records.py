@@ -406,6 +406,22 @@ class Results(TypedDict):
     false_alarms: NotRequired[dict[str, Any]]  # nightly: sampling-suite runs on the correct decoder that rejected
 
 
+class FeatureOutputRecord(TypedDict):
+    """A greedy request under request features whose output broke the features suite's check: what it asked for,
+    the target-only output it had to equal, what the decoder emitted, and its passes (what a signature reads)."""
+
+    settings: str  # the case's feature settings (harness/checks/feature_grid.py GREEDY_SETTINGS)
+    min_tokens: int
+    eos_token_ids: list[int]
+    stop_sequences: list[list[int]]
+    forced_drafts: dict[str, int]
+    expected: list[int]
+    actual: list[int]
+    finish_reason: str
+    expected_finish_reason: str
+    steps: list[StepRecord]
+
+
 class LogprobMismatchRecord(TypedDict):
     """One output position whose reported logprobs are not the target's (features suite)."""
 
@@ -444,6 +460,7 @@ RECORD_TYPES: Mapping[str, type] = {
     "known": KnownRecord,
     "unjudged": UnjudgedRecord,
     "logprobs": LogprobsRecord,
+    "feature_output": FeatureOutputRecord,
 }
 
 

@@ -18,7 +18,7 @@ from harness.checks.feature_checks import (
 )
 from harness.checks.feature_grid import GREEDY_SETTINGS, forced_schedule, greedy_cases
 from harness.contract.decoder import SamplingConfig
-from harness.contract.records import attach_record
+from harness.contract.records import FeatureOutputRecord, attach_record, step_records
 
 pytestmark = pytest.mark.features
 
@@ -60,15 +60,32 @@ def test_greedy_output_under_the_feature(
             len(prefix) - len(request.prompt_ids) :
         ],
     )
+    record: FeatureOutputRecord = {
+        "settings": case.settings,
+        "min_tokens": request.sampling.min_tokens,
+        "eos_token_ids": list(request.eos_token_ids),
+        "stop_sequences": [list(stop) for stop in request.stop_sequences],
+        "forced_drafts": {str(position): token for position, token in request.forced_drafts.items()},
+        "expected": list(reference.token_ids),
+        "actual": list(result.token_ids),
+        "finish_reason": result.finish_reason,
+        "expected_finish_reason": reference.finish_reason,
+        "steps": step_records(result.steps),
+    }
     if outcome.failure is not None:
+        attach_record(record_property, "feature_output", record)
         pytest.fail(f"{case.settings}: {describe_divergence(outcome.failure)}; passes {result.steps}", pytrace=False)
-    if not outcome.near_ties:
-        assert result.finish_reason == reference.finish_reason, (
+    if not outcome.near_ties and result.finish_reason != reference.finish_reason:
+        attach_record(record_property, "feature_output", record)
+        pytest.fail(
             f"{case.settings}: finished by {result.finish_reason!r}, the target-only output by "
-            f"{reference.finish_reason!r}"
+            f"{reference.finish_reason!r}",
+            pytrace=False,
         )
     problems = greedy_pass_problems(result, request.forced_drafts)
-    assert not problems, f"{case.settings}: " + "; ".join(problems[:5])
+    if problems:
+        attach_record(record_property, "feature_output", record)
+        pytest.fail(f"{case.settings}: " + "; ".join(problems[:5]), pytrace=False)
     if request.logprobs is None:
         return
     raw, _ = processed_along(bundle, request, [result.token_ids])
