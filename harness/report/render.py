@@ -146,6 +146,7 @@ def _page(results: Results) -> dict[str, Any]:
         "sampling": _sampling_section(cases),
         "invariants": _invariants_section(cases),
         "engine_configs": _configuration_evidence_section(cases),
+        "features": _features_section(cases),
         "acceptance": _acceptance_section(results.get("acceptance")),
         "mutants": _mutants_section(results.get("mutants")),
         "false_alarms": results.get("false_alarms"),
@@ -507,6 +508,50 @@ def _configuration_evidence_section(cases: list[CaseRecord]) -> Markup | None:
     if any(row["not judged"] for row in rows):
         columns.append("not judged")
     return _table(rows, columns, "engine-configs") if rows else None
+
+
+def _features_section(cases: list[CaseRecord]) -> Markup | None:
+    """The features suite's failed and expected-failed cases: the request's features, where the output parted from
+    target-only decoding (or which logprobs were wrong), and the pass it happened in."""
+    rows = []
+    for case in cases:
+        if case.get("feature_output"):
+            rows.append(
+                {"case": case["case"], "outcome": case["outcome"], **_feature_output_cells(case["feature_output"])}
+            )
+        if case.get("logprobs"):
+            rows.append({"case": case["case"], "outcome": case["outcome"], **_logprobs_cells(case["logprobs"])})
+    columns = ["case", "outcome", "request", "what went wrong", "pass there"]
+    return _table(rows, columns, "features") if rows else None
+
+
+def _feature_output_cells(output: dict) -> dict[str, str]:
+    expected, actual = output["expected"], output["actual"]
+    differing = (i for i, (a, b) in enumerate(zip(expected, actual, strict=False)) if a != b)
+    index = next(differing, min(len(expected), len(actual)))
+    at = f"{expected[index] if index < len(expected) else 'the end'}"
+    got = f"{actual[index] if index < len(actual) else 'the end'}"
+    where = next((s for s in output["steps"] if s["start"] <= index < s["start"] + len(s["emitted"])), None)
+    return {
+        "request": f"{output['settings']}; min_tokens {output['min_tokens']}; EOS ids {output['eos_token_ids']}",
+        "what went wrong": f"output parts at {index}: expected {at}, got {got} (finish {output['finish_reason']}, "
+        f"expected {output['expected_finish_reason']})",
+        "pass there": "" if where is None else _pass_in_words(where),
+    }
+
+
+def _pass_in_words(step: dict) -> str:
+    return f"start {step['start']}, drafts {step['drafts']}, accepted {step['accepted']}, emitted {step['emitted']}"
+
+
+def _logprobs_cells(logprobs: dict) -> dict[str, str]:
+    first = logprobs["mismatches"][0]
+    return {
+        "request": f"logprobs, seed {logprobs['seed']}",
+        "what went wrong": f"{len(logprobs['mismatches'])} of {logprobs['positions']} positions; first: position "
+        f"{first['position']} ({first['kind']}): {first['what']}",
+        "pass there": "a pass with drafts" if first["drafted_pass"] else "a pass without drafts",
+    }
 
 
 def _acceptance_section(acceptance: AcceptanceRecord | None) -> dict[str, Any] | None:

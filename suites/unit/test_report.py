@@ -558,3 +558,49 @@ def test_the_greedy_section_states_the_share_of_output_positions_checked():
     assert line, "coverage line missing"
     text = " ".join(line.group(1).split())
     assert "60 of 80 (75.0%) in 2 greedy checks; 1 numerical" in text
+
+
+def test_the_features_section_shows_where_a_feature_output_parted_and_which_logprobs_were_wrong():
+    results = synthetic_results()
+    step = {"start": 5, "drafts": [7, 8, 9], "accepted": 3, "emitted": [7, 8, 9, 4]}
+    output = {
+        "settings": "min-tokens-at-the-eos<b>",
+        "min_tokens": 8,
+        "eos_token_ids": [0, 3],
+        "stop_sequences": [],
+        "forced_drafts": {},
+        "expected": [1, 2, 3, 4, 5, 7, 8, 9, 3],
+        "actual": [1, 2, 3, 4, 5, 7, 8, 9, 4],
+        "finish_reason": "length",
+        "expected_finish_reason": "eos",
+        "steps": [step],
+    }
+    mismatch = {
+        "position": 2,
+        "kind": "draft",
+        "drafted_pass": True,
+        "token": 6,
+        "reported": 0.0,
+        "expected": -1.5,
+        "reported_top": 0,
+        "asked_top": 5,
+        "what": "logprob of token 6 is 0, the target's of 6 is -1.5",
+    }
+    results["cases"] += [
+        case("suites/features/test_feature_greedy.py::test_a[x]", "features", "failed", feature_output=output),
+        case(
+            "suites/features/test_logprobs.py::test_b[y]",
+            "features",
+            "xfailed",
+            logprobs={"seed": 4, "positions": 9, "steps": [step], "mismatches": [mismatch]},
+        ),
+    ]
+    html = section(render_report(results), "features")
+    assert "output parts at 8: expected 3, got 4 (finish length, expected eos)" in html
+    assert "start 5, drafts [7, 8, 9], accepted 3, emitted [7, 8, 9, 4]" in html
+    assert "1 of 9 positions; first: position 2 (draft)" in html
+    assert "min-tokens-at-the-eos&lt;b&gt;" in html and "<b>" not in html
+
+
+def test_a_run_without_feature_failures_says_so(page):
+    assert "No request-feature failures in this run." in section(page, "features")
