@@ -169,3 +169,71 @@ def test_the_passes_short_of_drafts_are_exactly_those_of_the_iterations_whose_dr
     beside_long[3] = CONTEXT
     assert explains(forced_case("mixed", forced_passes(natural, "natural-01", beside_long)))
     assert not explains(forced_case("mixed", forced_passes(natural, "natural-01", inside)))
+
+
+# tiny-qwen3-next, greedy logprobs-top-5-accept-4-reject-1-k3-code-01 (the run of 2026-12-05): each rejection at 9 and
+# 19 restores the hybrid's checkpoint, and the replay's verification emits the correction and the token after it
+QWEN_STEPS = [
+    {"start": start, "drafts": [5] * drafts, "accepted": accepted, "emitted": [7] * emitted}
+    for start, drafts, accepted, emitted in [
+        (0, 0, 0, 1), (1, 3, 3, 4), (5, 3, 3, 4), (9, 3, 0, 1), (10, 0, 0, 1),
+        (11, 3, 3, 4), (15, 3, 3, 4), (19, 3, 0, 1), (20, 0, 0, 1), (21, 2, 2, 3),
+    ]
+]  # fmt: skip
+EVERY_VERIFIED_POSITION = set(range(1, 24))  # all but the prefill's first token
+DRAFTED_POSITIONS = EVERY_VERIFIED_POSITION - {10, 20}  # a non-hybrid samples those outside a pass
+
+
+def mismatch(position, reported=0.0, top=0, asked=5, expected=-1.25, token=7, what=None):
+    if what is None:
+        what = f"logprob of token {token} is {reported:.6g}, the target's of {token} is {expected:.6g}"
+    return {
+        "position": position,
+        "kind": "draft",
+        "drafted_pass": position in DRAFTED_POSITIONS,
+        "token": token,
+        "reported": reported,
+        "expected": expected,
+        "reported_top": top,
+        "asked_top": asked,
+        "what": what,
+    }
+
+
+def logprobs_case(mismatches, model=HYBRID, steps=QWEN_STEPS):
+    return case(model, logprobs={"seed": 0, "positions": 24, "steps": steps, "mismatches": mismatches})
+
+
+def test_the_verified_positions_are_the_drafted_passes_and_a_hybrids_replay_after_a_rejection():
+    from harness.subjects.engines.llamacpp.signatures import verified_positions
+
+    assert verified_positions(QWEN_STEPS, hybrid=True) == EVERY_VERIFIED_POSITION
+    assert verified_positions(QWEN_STEPS, hybrid=False) == DRAFTED_POSITIONS
+
+
+def test_probability_1_at_exactly_the_verified_tokens_is_the_speculative_logprobs_finding():
+    """Records it must explain: every verified token reported with logprob 0 and no top tokens (on a hybrid and on
+    a non-hybrid), one of them whose target logprob is ~0 caught by its empty top list, and with no top tokens asked
+    for, a verified token the check could not catch left out. Near misses it must not: a token sampled outside a
+    pass reported so; a verified token with the target's logprob and top list (predicted wrong, reported right); a
+    wrong nonzero logprob; a wrong top list; another token's logprob; no record."""
+    from harness.subjects.engines.llamacpp.signatures import probability_1_at_every_verified_token as explains
+
+    assert explains(logprobs_case([mismatch(p) for p in sorted(EVERY_VERIFIED_POSITION)]))
+    drafted = [mismatch(p) for p in sorted(DRAFTED_POSITIONS)]
+    assert explains(logprobs_case(drafted, model=MODEL))
+    certain = mismatch(4, expected=-1e-7, what="0 top tokens, asked for 5")
+    assert explains(logprobs_case([*drafted[:3], certain, *drafted[4:]], model=MODEL))
+    no_top = [mismatch(p, asked=0) for p in sorted(DRAFTED_POSITIONS - {4})]
+    assert explains(logprobs_case(no_top, model=MODEL))
+
+    assert not explains(logprobs_case([mismatch(p) for p in sorted(EVERY_VERIFIED_POSITION)], model=MODEL))
+    assert not explains(logprobs_case([mismatch(0), *drafted], model=MODEL)), "the prefill's token"
+    assert not explains(logprobs_case(drafted[1:], model=MODEL)), "a drafted token reported right"
+    wrong_value = [mismatch(1, reported=-0.5), *drafted[1:]]
+    assert not explains(logprobs_case(wrong_value, model=MODEL))
+    wrong_top = [mismatch(1, top=5, what="top 0 token 9 has logprob -1, the target's is -2 and its rank-0 logprob -1")]
+    assert not explains(logprobs_case([*wrong_top, *drafted[1:]], model=MODEL))
+    other_token = [mismatch(1, what="logprob of token 9 is 0, the target's of 7 is -1.25"), *drafted[1:]]
+    assert not explains(logprobs_case(other_token, model=MODEL))
+    assert not explains(case(MODEL))

@@ -1,11 +1,12 @@
 """Bugs the suites found in llama.cpp (write-ups in docs/findings/), with the tests each one fails and the signature
 that tells its failure from another bug's (harness/subjects/engines/llamacpp/signatures.py).
 
-They are watched as `may_fail`, each for the reason written beside it: whether a case shows them depends on the
-drafts, and llama.cpp's drafts depend on the state its slot kept from what it decoded before (the second finding),
-which the order pytest-xdist gives the tests decides. A watched case that fails must be explained by a signature,
-which predicts from the case's record what the bug produces there (the stale state's drafts from the pairings the
-instrumented build reports); one that passes is not taken for a fix. Each fix is a patch built into llama.cpp's source
+The drafting ones are watched as `may_fail`, each for the reason written beside it: whether a case shows them depends
+on the drafts, and llama.cpp's drafts depend on the state its slot kept from what it decoded before (the second
+finding), which the order pytest-xdist gives the tests decides; one that passes is not taken for a fix. The logprobs
+one fails every case it watches (`failing`). A watched case that fails must be explained by a signature, which
+predicts from the case's record what the bug produces there (the stale state's drafts from the pairings the
+instrumented build reports, the probability-1 tokens from the passes). Each fix is a patch built into llama.cpp's source
 (`--engine-fixes`), and the runs beneath them judge what the findings would mask."""
 
 from __future__ import annotations
@@ -103,8 +104,31 @@ DRAFTS_PAST_THE_SLOTS_LIMIT = Finding(
     explains=signatures.drafts_lost_to_a_slot_past_its_context_end,
 )
 
+# the features suite's logprob checks: greedy requests asking for the top 5, and sampled ones with greedy drafts
+GREEDY_LOGPROBS = "features/test_feature_greedy.py::test_greedy_output_under_the_feature[logprobs-top-5-*]"
+SAMPLED_LOGPROBS = "features/test_logprobs.py::test_logprobs_are_the_targets[logprobs-*-greedy-*]"
+
+SPECULATIVE_TOKENS_REPORT_PROBABILITY_1 = Finding(
+    slug="llamacpp-speculative-tokens-report-probability-1",
+    title="asked for token probabilities (n_probs), the server reports every token a speculative verification pass "
+    "emits (accepted drafts, the correction, the bonus token) with probability 1 (logprob 0) and no top tokens, "
+    "instead of the target's probabilities; only tokens sampled outside a pass get theirs",
+    engine="llama.cpp",
+    decoders=("llamacpp-mtp",),
+    found_in=FOUND_IN,
+    flavours=("cpu",),
+    # fails, not may fail: every case drafts in its first request, and each drafted pass's tokens mismatch
+    failing={"*": (GREEDY_LOGPROBS, SAMPLED_LOGPROBS)},
+    signature="a logprobs record whose mismatches are each a token emitted by a verification pass (a pass with "
+    "drafts, or on a hybrid the replay's further token after a rejection) reported with logprob 0 and no top tokens, "
+    "and with top tokens asked for, every such token mismatches; a mismatch at a token sampled outside a pass, a "
+    "wrong nonzero logprob or a wrong top list is not explained",
+    explains=signatures.probability_1_at_every_verified_token,
+)
+
 FINDINGS: tuple[Finding, ...] = (
     ACCEPTED_TOKENS_DROPPED_AT_THE_CONTEXT_END,
     FIRST_TOKEN_PAIRED_WITH_A_STALE_HIDDEN_STATE,
     DRAFTS_PAST_THE_SLOTS_LIMIT,
+    SPECULATIVE_TOKENS_REPORT_PROBABILITY_1,
 )

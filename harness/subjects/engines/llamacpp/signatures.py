@@ -11,7 +11,11 @@
   changes some pass's drafts away from that prediction and is not explained;
 - drafts lost to a slot drafting past its context end: a forced-rejection case with the right tokens whose short
   passes (fewer drafts than planned) are exactly the drafted passes of the server iterations whose batched draft
-  decode reached the context end, from the iterations the instrumented build reports (draft_batches.py).
+  decode reached the context end, from the iterations the instrumented build reports (draft_batches.py);
+- probability 1 at every token a verification pass emits: with logprobs asked for, every mismatch is a verified
+  position (one a pass with drafts emitted, or on a hybrid the replay's further token after a rejection) reported
+  with logprob 0 and no top tokens, and every verified position the check could catch is among them. A mismatch at a
+  token sampled outside a pass, a wrong nonzero logprob or a wrong top list is not explained.
 """
 
 from __future__ import annotations
@@ -214,3 +218,44 @@ def drafts_lost_to_a_slot_past_its_context_end(case: FailedCase) -> bool:
     }
     predicted = {index for index in range(len(steps)) if drafted[index] and reach[index] >= context}
     return bool(predicted) and short == predicted
+
+
+def verified_positions(steps: Sequence[Mapping[str, Any]], hybrid: bool) -> set[int]:
+    """The output positions llama.cpp's server emits from a speculative verification pass: every token of a pass
+    that proposed drafts and, on a hybrid, the replay's further token after a rejected draft (the step without drafts
+    that follows it: the replay batch verifies the restored tokens and samples that one too; server.py
+    _steps_and_passes). The others (the prefill's first token, a pass without drafts) are sampled outside a pass."""
+    positions: set[int] = set()
+    after_a_rejection = False
+    for step in steps:
+        start, emitted = int(step["start"]), len(step["emitted"])
+        if step["drafts"] or (hybrid and after_a_rejection):
+            positions.update(range(start, start + emitted))
+        after_a_rejection = bool(step["drafts"]) and int(step["accepted"]) < len(step["drafts"])
+    return positions
+
+
+def _reported_as_certain(mismatch: Mapping[str, Any]) -> bool:
+    """The output token itself reported with logprob 0 (probability 1) and no top tokens."""
+    token, asked = mismatch["token"], mismatch["asked_top"]
+    as_the_token = mismatch["what"].startswith(f"logprob of token {token} is ")
+    empty_top = mismatch["what"] == f"0 top tokens, asked for {asked}"
+    return mismatch["reported"] == 0.0 and mismatch["reported_top"] == 0 and (as_the_token or empty_top)
+
+
+def probability_1_at_every_verified_token(case: FailedCase) -> bool:
+    """Every mismatching position of the logprobs record was emitted by a verification pass (verified_positions)
+    and reports the output token with logprob 0 and no top tokens, as tools/server/server-context.cpp's speculative
+    emit loop leaves them (`result.prob = 1.0f; // set later`, probs never set); and the prediction holds the other
+    way: where top tokens were asked for, the empty list mismatches at every verified position, so the mismatches are
+    exactly those positions; with none asked, a verified position passes the check only where the target's logprob
+    is within the tolerance of 0, so the mismatches are among them."""
+    record = case.records.get("logprobs")
+    if not record or not record["mismatches"]:
+        return False
+    mismatches = record["mismatches"]
+    verified = verified_positions(record["steps"], case.model().is_hybrid)
+    if not all(m["position"] in verified and _reported_as_certain(m) for m in mismatches):
+        return False
+    mismatched = {int(m["position"]) for m in mismatches}
+    return mismatched == verified if mismatches[0]["asked_top"] > 0 else mismatched <= verified
