@@ -285,7 +285,8 @@ class DecodeResult:
     llama.cpp built with the harness's instrumentation): passes of one decode call with the same number ran together.
     step_facts: name -> one value per pass, what the engine's decoder computed from the whole decode call about the
     step each pass ran in (harness/subjects/engines/batch_steps.py): what a decision the engine takes for the whole
-    batch reads. logprobs: one TokenLogprobs per output token where the request asked for them (empty otherwise).
+    batch reads. logprobs: one TokenLogprobs per output token where the request asked for them (empty otherwise;
+    None for a token an engine reported none for).
     None of these is part of the output: two results that differ only there are equal (logprobs are compared within
     the dtype's tolerance by the features suite)."""
 
@@ -296,7 +297,7 @@ class DecodeResult:
     hidden_pairings: tuple[HiddenPairing, ...] = field(default=(), compare=False)
     engine_steps: tuple[int, ...] = field(default=(), compare=False)
     step_facts: Mapping[str, tuple[int, ...]] = field(default_factory=dict, compare=False)  # a dict: it pickles
-    logprobs: tuple[TokenLogprobs, ...] = field(default=(), compare=False)
+    logprobs: tuple[TokenLogprobs | None, ...] = field(default=(), compare=False)
 
 
 @runtime_checkable

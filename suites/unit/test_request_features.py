@@ -176,3 +176,12 @@ def test_the_wire_carries_every_request_feature_and_the_logprobs_back():
         logprobs=(TokenLogprobs(4, -0.5, ((4, -0.5), (1, -1.0))), TokenLogprobs(5, -0.25, ((5, -0.25),))),
     )
     assert parse_result(result_message(result), "test").logprobs == result.logprobs
+
+
+def test_a_token_an_engine_gave_no_logprobs_for_travels_as_null_and_is_judged_missing():
+    result = DecodeResult((4, 5), (), "length", logprobs=(None, TokenLogprobs(5, -0.25, ())))
+    assert parse_result(result_message(result), "test").logprobs == result.logprobs
+    from harness.subjects.engines.llamacpp.server import token_logprobs
+
+    verbose = {"completion_probabilities": [{"id": 7, "logprob": -0.5, "top_logprobs": [{"id": 7, "logprob": -0.5}]}]}
+    assert token_logprobs(verbose, [6, 7, 8], 1) == [None, [7, -0.5, [[7, -0.5]]], None]

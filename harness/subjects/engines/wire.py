@@ -30,8 +30,8 @@ JSON lines over the server's stdin and stdout (one message per line, UTF-8), pro
                "hidden_pairings": [{"step": int, "position": int, "hidden": [float] | null}] (optional: the MTP
                layer's pairings the engine reports, DecodeResult.hidden_pairings),
                "engine_steps": [int] (optional: the engine step that verified each of `steps`),
-               "logprobs": [[token id, logprob, [[token id, logprob], ...]]] (where the request asked for them: one
-               entry per output token, its raw logprob and the top tokens')}
+               "logprobs": [[token id, logprob, [[token id, logprob], ...]] | null] (where the request asked for them:
+               one entry per output token, its raw logprob and the top tokens', null where the engine gave none)}
 
 The fields are those of harness.contract.decoder's DecodeRequest / DecodeResult; num_draft_tokens and draft_mode are
 engine configuration (an engine process serves one k and one draft mode), not request fields.
@@ -119,15 +119,21 @@ def result_message(result: DecodeResult) -> dict:
     }
 
 
-def logprob_records(logprobs: tuple[TokenLogprobs, ...]) -> list:
-    return [[entry.token, entry.logprob, [[token, value] for token, value in entry.top]] for entry in logprobs]
+def logprob_records(logprobs: tuple[TokenLogprobs | None, ...]) -> list:
+    return [
+        None if entry is None else [entry.token, entry.logprob, [[token, value] for token, value in entry.top]]
+        for entry in logprobs
+    ]
 
 
-def parse_logprobs(message: Mapping, where: str) -> tuple[TokenLogprobs, ...]:
-    """The result's optional logprobs ([[token, logprob, [[token, logprob], ...]], ...])."""
+def parse_logprobs(message: Mapping, where: str) -> tuple[TokenLogprobs | None, ...]:
+    """The result's optional logprobs ([[token, logprob, [[token, logprob], ...]] or null, ...]: null where the engine
+    reported none for that token)."""
     raw = message.get("logprobs") or []
 
-    def entry(value: object) -> TokenLogprobs:
+    def entry(value: object) -> TokenLogprobs | None:
+        if value is None:
+            return None
         token, logprob, top = value  # type: ignore[misc]
         pairs = tuple((int(t), float(v)) for t, v in top)
         if not isinstance(token, int) or isinstance(logprob, bool) or not isinstance(logprob, int | float):

@@ -132,16 +132,21 @@ def feature_parameters(request: dict) -> dict:
     return parameters
 
 
-def token_logprobs(verbose: dict, top: int) -> list:
-    """The wire's logprobs from a completion's `completion_probabilities` (pre-sampling: the raw logits' softmax)."""
-    return [
-        [
-            int(entry["id"]),
-            float(entry["logprob"]),
-            [[int(t["id"]), float(t["logprob"])] for t in entry["top_logprobs"][:top]],
-        ]
-        for entry in verbose.get("completion_probabilities", [])
-    ]
+def token_logprobs(verbose: dict, tokens: list[int], top: int) -> list:
+    """The wire's logprobs from a completion's `completion_probabilities` (pre-sampling: the raw logits' softmax), one
+    per output token: llama.cpp may leave a token without an entry (the entries are a subsequence of the tokens,
+    matched in order by id), which the wire says with null."""
+    entries = iter(verbose.get("completion_probabilities", []))
+    entry = next(entries, None)
+    rows: list = []
+    for token in tokens:
+        if entry is None or int(entry["id"]) != token:
+            rows.append(None)
+            continue
+        best = [[int(t["id"]), float(t["logprob"])] for t in entry["top_logprobs"][:top]]
+        rows.append([token, float(entry["logprob"]), best])
+        entry = next(entries, None)
+    return rows
 
 
 @dataclass
@@ -570,7 +575,7 @@ class Engine:
         if engine_steps is not None:
             result["engine_steps"] = engine_steps
         if request.get("logprobs") is not None:
-            result["logprobs"] = token_logprobs(verbose, int(request["logprobs"]))
+            result["logprobs"] = token_logprobs(verbose, tokens, int(request["logprobs"]))
         return {"token_ids": tokens, "finish_reason": finish, "steps": steps, **result}
 
 
