@@ -36,14 +36,6 @@ class TokenHistory:
     in_prompt: torch.Tensor
     eos: torch.Tensor
 
-    def after_drafts(self, drafts: torch.Tensor, drafted: torch.Tensor) -> TokenHistory:
-        """The history of the k + 1 verification positions [B, k+1, ...] of a pass whose rows propose drafts [B, k]
-        (the first `drafted` [B] of them real): position j has the drafts before it, x_1..x_j-1, in its output."""
-        return history_of_positions(self, drafts, drafted, prefix_drafts)
-
-    def rows(self, rows: torch.Tensor) -> TokenHistory:
-        return TokenHistory(self.output_counts[rows], self.generated[rows], self.in_prompt[rows], self.eos[rows])
-
 
 def prefix_drafts(drafts: torch.Tensor, drafted: torch.Tensor) -> torch.Tensor:
     """[B, k+1, k] bool: draft i is in the output before verification position j exactly when i < j (and real)."""
