@@ -1,8 +1,10 @@
 """Logprobs under speculative sampling: every output token's reported log-probability, and its top tokens, are the
 target's raw ones at that position (teacher-forced on the decoder's own output), for accepted drafts, corrections
-and bonus tokens alike. Sampled requests (temperature 1), eight at a time until each kind of token has occurred (at
-most MAX_REQUESTS); the case fails unless each did, so a decoder that never accepted a draft cannot hide a draft's
-logprob."""
+and bonus tokens alike. Sampled requests (temperature 1), eight at a time until an accepted draft and a token of the
+target's own (a correction or a bonus token) have occurred (at most MAX_REQUESTS). Where none of them did, the case records the kind it never judged (an `unjudged` record: the
+report shows it), so a decoder that never accepted a draft does not pass for having right draft logprobs. A bonus
+token is not required: a decoder may legitimately never emit one (the `no-bonus` control, which also reports an
+accepted run as drafts up to the last and the last as its own token)."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from harness.checks.feature_cases import logprob_tolerance, raw_logits_of_each
 from harness.checks.feature_checks import describe_mismatches, logprob_mismatches, logprobs_record, token_kinds
 from harness.checks.feature_grid import logprob_cases
 from harness.contract.decoder import SamplingConfig
-from harness.contract.records import attach_record
+from harness.contract.records import UnjudgedRecord, attach_record
 
 pytestmark = pytest.mark.features
 
@@ -31,7 +33,7 @@ def test_logprobs_are_the_targets(
     require("steps", num_draft_tokens=case.k, draft_mode=case.draft_mode)
     kinds: set[str] = set()
     judged = 0
-    while judged < MAX_REQUESTS and kinds != {"draft", "correction", "bonus"}:
+    while judged < MAX_REQUESTS and not covered(kinds):
         requests = [
             feature_truth.request(
                 case.prompt_id,
@@ -52,5 +54,12 @@ def test_logprobs_are_the_targets(
                 pytest.fail(f"seed {request.seed}: {describe_mismatches(mismatches)}", pytrace=False)
             kinds |= set(token_kinds(result.steps).values())
         judged += REQUESTS
-    missing = {"draft", "correction", "bonus"} - kinds
-    assert not missing, f"no {sorted(missing)} token among {judged} outputs: the case judged none of them"
+    if not covered(kinds):
+        unjudged = [] if "draft" in kinds else ["logprobs of accepted drafts"]
+        unjudged += [] if kinds & {"correction", "bonus"} else ["logprobs of the target's own tokens"]
+        why = f"among {judged} outputs the decoder emitted only {sorted(kinds)} tokens"
+        attach_record(record_property, "unjudged", UnjudgedRecord(checks=unjudged, why=why))
+
+
+def covered(kinds: set[str]) -> bool:
+    return "draft" in kinds and bool(kinds & {"correction", "bonus"})
