@@ -219,6 +219,64 @@ def test_the_cpu_generator_signature_explains_the_offset_error_and_no_other_engi
     assert not cpu_generator_asked_for_its_offset(case("AssertionError: the samples do not follow the law"))
 
 
+def test_the_min_tokens_signature_explains_an_eos_masked_at_a_bonus_position_and_no_near_miss():
+    """The record the features suite attached (tiny-mimo, natural-01, 2026-12-05): R's token 79 at 8 made an EOS with
+    min_tokens 8, and the pass starting at 5 accepted its 3 drafts and put its bonus, 293, where the EOS belonged.
+    Near misses it must not explain: the divergence at a draft or correction position, a pass that started at
+    min_tokens (its committed length allowed the EOS), an EOS still masked there, a non-EOS token, an EOS too early."""
+    from harness.subjects.engines.findings import FailedCase
+    from harness.subjects.engines.vllm.signatures import eos_masked_at_a_bonus_position
+
+    expected = [310, 313, 70, 299, 310, 268, 559, 199, 79]
+    actual = [310, 313, 70, 299, 310, 268, 559, 199, 293, 436, 14, 221, 474, 268, 394, 432, 425, 261, 394, 419]
+    steps = [
+        {"start": 0, "drafts": [], "accepted": 0, "emitted": [310]},
+        {"start": 1, "drafts": [313, 70, 299], "accepted": 3, "emitted": [313, 70, 299, 310]},
+        {"start": 5, "drafts": [268, 559, 199], "accepted": 3, "emitted": [268, 559, 199, 293]},
+        {"start": 9, "drafts": [436, 989, 761], "accepted": 1, "emitted": [436, 14]},
+        {"start": 11, "drafts": [221, 474, 268], "accepted": 3, "emitted": [221, 474, 268, 394]},
+        {"start": 15, "drafts": [432, 425, 374], "accepted": 2, "emitted": [432, 425, 261]},
+        {"start": 18, "drafts": [394, 12, 384], "accepted": 1, "emitted": [394, 419]},
+    ]
+    forced = {"0": 310, "1": 313, "2": 70, "3": 299, "4": 14, "5": 268, "6": 559, "7": 199, "8": 79}
+    test = "suites/features/test_feature_greedy.py::test_greedy_output_under_the_feature"
+
+    def explained(min_tokens=8, eos=(0, 79), expected=expected, actual=actual, steps=steps) -> bool:
+        record = {
+            "settings": "min-tokens-at-the-eos",
+            "min_tokens": min_tokens,
+            "eos_token_ids": list(eos),
+            "stop_sequences": [],
+            "forced_drafts": forced,
+            "expected": expected,
+            "actual": actual,
+            "finish_reason": "length",
+            "expected_finish_reason": "eos",
+            "steps": steps,
+        }
+        nodeid = f"{test}[min-tokens-at-the-eos-accept-4-reject-1-k3-natural-01]"
+        case = FailedCase(nodeid, "DIVERGENCE at generated index 8", {"feature_output": record}, (), lambda: None)
+        return eos_masked_at_a_bonus_position(case)
+
+    assert explained()
+    assert explained(min_tokens=6), "a pass that started below min_tokens masks its bonus past min_tokens too"
+    assert not explained(min_tokens=5), "the pass started at min_tokens: its committed length allowed the EOS"
+    assert not explained(min_tokens=9), "the EOS is still masked at 8: the target-only output cannot end there"
+    assert not explained(eos=(0,)), "the target-only token at 8 is not an EOS"
+    drafted_to_9 = {"start": 5, "drafts": [268, 559, 199, 293], "accepted": 4, "emitted": [268, 559, 199, 293, 436]}
+    assert not explained(steps=[*steps[:2], drafted_to_9]), "position 8 is an accepted draft (k = 4)"
+    corrected = {"start": 6, "drafts": [559, 199, 5], "accepted": 2, "emitted": [559, 199, 293]}
+    one = {"start": 5, "drafts": [], "accepted": 0, "emitted": [268]}
+    assert not explained(steps=[*steps[:2], one, corrected]), "position 8 corrects a rejected draft: not the bonus"
+    undrafted = [*steps[:2], *({"start": i, "drafts": [], "accepted": 0, "emitted": [actual[i]]} for i in range(5, 9))]
+    assert not explained(steps=undrafted), "a pass without drafts masks by its own position"
+    assert not explained(actual=expected), "the outputs agree (a failure by finish reason, say)"
+    assert not explained(actual=[*expected[:6], 79]), "an EOS emitted too early, where the target-only output goes on"
+    assert not explained(expected=[*expected[:6], 12, 199, 79]), "a divergence before the EOS"
+    no_record = FailedCase(f"{test}[x]", "DIVERGENCE", {}, (), lambda: None)
+    assert not eos_masked_at_a_bonus_position(no_record)
+
+
 def test_the_drafter_skip_signature_needs_the_predicted_token_zero_passes_and_unchanged_tokens():
     """A record it must explain: the pass after a step whose longest sequence leaves no room for k drafts holds
     token 0 only. Near misses it must not: token-0 drafts after a step that fits (a new bug that drafts 0), a

@@ -8,6 +8,7 @@ BATCH_ALONE = "greedy/test_greedy_identity.py::test_a_batch_of_mixed_prompts_equ
 CONFORMANCE = "invariants/test_draft_conformance.py::test_greedy_drafts_equal_the_harness_proposers"
 RNG_ISOLATION = "invariants/test_rng_isolation.py::test_a_sampled_request_is_independent_of_its_batch"
 FEATURE_LAWS = "features/test_feature_laws.py::test_samples_follow_the_law_under_the_features"
+FEATURE_GREEDY = "features/test_feature_greedy.py::test_greedy_output_under_the_feature"
 SPECULATION = (
     "invariants/test_speculation_keeps_seeded_samples.py::test_a_seeded_sample_is_the_same_with_and_without_speculation"
 )

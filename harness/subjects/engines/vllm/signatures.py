@@ -16,6 +16,9 @@ Each predicate accepts only what its bug can produce, so that a different bug in
 - a seeded request prefilled in chunks on CPU: the engine's own error, `CPU Generator does not use offset`, which
   torch raises only when a CPU generator is asked for a Philox offset (Model Runner V1's rewind after a discarded
   chunk is the one place vLLM asks);
+- min_tokens at the bonus position: a greedy output under min_tokens that runs on where target-only decoding ends on
+  an EOS, at a position min_tokens allows that is the bonus position of a pass that started below min_tokens and had
+  every draft accepted (Model Runner V1 masks the bonus row by the committed length);
 - position 0, GLM-4.5's pre-norm hand-over and the chunked prefill's last prompt token: the engine's drafts equal
   those of the harness's proposer computing the MTP layer as the findings describe it (the chunk ends as the engine
   reported them; harness/subjects/engines/vllm/drafting.py).
@@ -91,6 +94,32 @@ def cpu_generator_asked_for_its_offset(case: FailedCase) -> bool:
     seeded request's CPU generator after a prefill chunk that ended inside its prompt
     (`GPUModelRunner._bookkeeping_sync`). The error arrives as the text of the decode call's EngineError."""
     return CPU_GENERATOR_OFFSET in case.message
+
+
+# --- min_tokens at the bonus position -----------------------------------------------------------------------
+
+
+def eos_masked_at_a_bonus_position(case: FailedCase) -> bool:
+    """A features case whose output equals the target-only output up to the first index d where they differ, where
+    the target-only token is one of the request's EOS ids and d >= min_tokens (the EOS is allowed there), and d is
+    the bonus position of the pass that emitted it: a pass with drafts, every one accepted (d == start + drafts), that
+    started below min_tokens. Model Runner V1 masks the stop tokens of a pass's bonus row while the committed length
+    (the pass's start) is below min_tokens (`MinTokensLogitsProcessor.apply`), though the bonus position is
+    start + drafts. A divergence at a draft or correction position, before min_tokens, or at a token that is not
+    an EOS is another bug."""
+    record = case.records.get("feature_output")
+    if not record:
+        return False
+    expected, actual, min_tokens = record["expected"], record["actual"], record["min_tokens"]
+    shared = min(len(expected), len(actual))
+    d = next((i for i in range(shared) if expected[i] != actual[i]), shared)
+    if d == shared or expected[d] not in record["eos_token_ids"] or d < min_tokens:
+        return False  # one output a prefix of the other, a token that is not an EOS, or an EOS still masked there
+    emitting = next((s for s in record["steps"] if s["start"] <= d < s["start"] + len(s["emitted"])), None)
+    if emitting is None or not emitting["drafts"]:
+        return False
+    all_accepted = emitting["accepted"] == len(emitting["drafts"])
+    return all_accepted and d == emitting["start"] + len(emitting["drafts"]) and emitting["start"] < min_tokens
 
 
 # --- the drafter skip ---------------------------------------------------------------------------------------

@@ -27,6 +27,7 @@ ORDER = (  # the order fixes are applied in: the position-0 fix recompiles a for
     "vllm-probabilistic-drafts-ignore-the-request-seed",
     "vllm-mtp-chunked-prefill-feeds-the-last-prompt-token-at-every-chunk-end",
     "vllm-cpu-seeded-request-prefilled-in-chunks-kills-the-engine",
+    "vllm-min-tokens-masks-the-bonus-token-by-the-committed-length",
 )
 APPLIED = []  # (slug, patched module) pairs, for the engine server to report
 
