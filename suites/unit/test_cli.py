@@ -66,7 +66,7 @@ def test_the_nightly_job_runs_suites_then_catalogue_at_its_budget_and_merges_the
     command = suites_command("smoke", "mtp", "tiny-mimo", "cpu", "float32", 2, tmp_path / "run")
     assert "--harness-budget=smoke" in command and "--harness-dtype=float32" in command
     assert "--harness-slow" in command, "the nightly runs the slow calibration too"
-    assert command[command.index("-m", 3) + 1] == "greedy or invariants or sampling or engine or gpu"
+    assert command[command.index("-m", 3) + 1] == "greedy or invariants or sampling or features or engine or gpu"
     smoke = catalogue_arguments("smoke", "tiny-mimo", "cpu", "float32", 2, tmp_path / "cat")
     assert smoke.count("--mutant") == 4 and "--full-table" not in smoke and "--budget=smoke" in smoke
     full = catalogue_arguments("full", "tiny-mimo", "cuda", "bfloat16", 2, tmp_path / "cat")
