@@ -36,6 +36,13 @@ class Calibration:
     def rate_within(self) -> bool:
         return self.low <= self.rate <= self.high
 
+    def problems(self, name: str) -> list[str]:
+        """What is wrong with the p-values of the statistic `name` (empty: calibrated)."""
+        found = [] if self.uniform else [f"{name} p-values are not uniform: {self.summary()}, {self.histogram}"]
+        if not self.rate_within:
+            found.append(f"{name}: {self.summary()}: the share below {NOMINAL} is outside its interval")
+        return found
+
     def summary(self) -> str:
         return (
             f"{self.n} p-values, KS p={self.ks_p:.3g}, P(p<{NOMINAL})={self.rate:.4f} "
