@@ -285,10 +285,11 @@ class _Batch:
             return None
         if not self.pass_drafts:
             return self.history
-        drafts = torch.stack(self.pass_drafts, dim=1)
-        drafted = torch.full_like(self.history.generated, drafts.shape[1])
-        extended = history_of_positions(self.history, drafts, drafted, prefix_drafts)
-        return TokenHistory(extended.output_counts[:, -1], extended.generated[:, -1], extended.in_prompt, extended.eos)
+        history = self.history
+        drafts = torch.stack(self.pass_drafts, dim=1)  # [B, s]: every one of them precedes the next draft
+        vocab, dtype = history.output_counts.shape[-1], history.output_counts.dtype
+        counts = history.output_counts + one_hot(drafts, vocab, dtype).sum(dim=1)
+        return TokenHistory(counts, history.generated + drafts.shape[1], history.in_prompt, history.eos)
 
     def rollback(self, lengths: torch.Tensor, active: torch.Tensor, hidden: torch.Tensor, k: int) -> None:
         """Roll back the target and the depths (CacheManager); carry the new target hidden states to depth 1."""
