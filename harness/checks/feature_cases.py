@@ -3,7 +3,8 @@ obviously-right way (one teacher-forced forward over prompt + output, each posit
 output before it), and what a target-only decoder emits from a prefix under a request's features.
 
     raw logprobs at position i:   log_softmax(l_i),  l_i = the target's logits after prompt + output[:i]
-    processed logits at i:        SamplingConfig's processors before temperature, with c = counts of output[:i],
+    processed logits at i:        the constraint's mask after output[:i] (harness/decoding/grammar.py), then
+                                  SamplingConfig's processors before temperature, with c = counts of output[:i],
                                   n = i, the prompt's tokens and the request's EOS ids (harness/decoding/processors.py)
 
 The decoders compute the same quantities incrementally (KV caches, verification batches, drafts counted as history);
@@ -17,9 +18,10 @@ from collections.abc import Sequence
 import torch
 
 from harness.contract.decoder import DecodeRequest
-from harness.decoding.batch import stop_at_first_stop_sequence
+from harness.decoding.grammar import Grammar, mask_logits
 from harness.decoding.processors import TokenHistory, apply_before_temperature
 from harness.decoding.sampling import probability_dtype
+from harness.decoding.stops import Stops, stop_at_first_stop
 from harness.models.loading import ModelBundle
 from harness.models.teacher_forcing import target_forward
 
@@ -56,7 +58,21 @@ def processed_along(
     tokens = torch.tensor([list(output) for output in outputs], dtype=torch.long).reshape(len(outputs), -1)
     raw = target_logits_along(bundle, request.prompt_ids, tokens)
     history = history_along(request.prompt_ids, tokens, request.eos_token_ids, raw.shape[-1])
-    return raw, apply_before_temperature(raw, request.sampling, history)
+    masked = (
+        raw if request.structured_output is None else mask_logits(raw, grammar_masks_along(bundle, request, outputs))
+    )
+    return raw, apply_before_temperature(masked, request.sampling, history)
+
+
+def grammar_of(bundle: ModelBundle, request: DecodeRequest) -> Grammar:
+    """A fresh matcher of the request's constraint (it must have one)."""
+    assert request.structured_output is not None
+    return Grammar(request.structured_output, bundle.grammar_tokenizer(), bundle.vocab_size, request.eos_token_ids)
+
+
+def grammar_masks_along(bundle: ModelBundle, request: DecodeRequest, outputs: Sequence[Sequence[int]]) -> torch.Tensor:
+    """[n, L+1, V] bool: the constraint's mask at output positions 0..L of each output (after output[:i])."""
+    return torch.stack([grammar_of(bundle, request).allowed_along(list(output)) for output in outputs])
 
 
 def raw_logits_of_each(
@@ -75,26 +91,30 @@ def greedy_from(bundle: ModelBundle, request: DecodeRequest, prefix: Sequence[in
     the processed logits, until an EOS, a completed stop sequence or max_new_tokens (teacher-forced from scratch
     at every step: slow and independent of any cache)."""
     output = list(prefix)
-    while len(output) < request.max_new_tokens and not ended(request, output):
+    stops = stops_of(bundle, request)
+    while len(output) < request.max_new_tokens and not ended(request, stops, output):
         _, processed = processed_along(bundle, request, [output])
         output.append(int(processed[0, -1].argmax()))
     return tuple(output)
 
 
-def ended(request: DecodeRequest, output: Sequence[int]) -> bool:
-    """Whether `output` has ended: at an EOS, or at a completed stop sequence (past min_tokens)."""
+def stops_of(bundle: ModelBundle, request: DecodeRequest) -> Stops:
+    """The request's stop sequences and strings, its strings read by the bundle's tokenizer."""
+    return Stops.of(request, bundle.token_bytes() if request.stop_strings else ())
+
+
+def ended(request: DecodeRequest, stops: Stops, output: Sequence[int]) -> bool:
+    """Whether `output` has ended: at an EOS, or at a completed stop sequence or string (past min_tokens)."""
     if output and output[-1] in request.eos_token_ids:
         return True
-    if not request.stop_sequences or not output:
+    if not stops or not output:
         return False
-    return (
-        stop_at_first_stop_sequence(output[:-1], output[-1:], request.stop_sequences, request.sampling.min_tokens) == 1
-    )
+    return stop_at_first_stop(output[:-1], output[-1:], stops, request.sampling.min_tokens) == 1
 
 
-def stop_position(request: DecodeRequest, output: Sequence[int]) -> int | None:
-    """The index of the token at which `output` first ends by a stop sequence (stop_at_first_stop_sequence)."""
-    cut = stop_at_first_stop_sequence((), output, request.stop_sequences, request.sampling.min_tokens)
+def stop_position(bundle: ModelBundle, request: DecodeRequest, output: Sequence[int]) -> int | None:
+    """The index of the token at which `output` first ends by a stop sequence or string (stop_at_first_stop)."""
+    cut = stop_at_first_stop((), output, stops_of(bundle, request), request.sampling.min_tokens)
     return None if cut is None else cut - 1
 
 

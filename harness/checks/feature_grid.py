@@ -2,9 +2,9 @@
 
 A greedy case's settings are built from the prompt's plain greedy output R (no features), so that every feature
 changes what it must: the logit bias bans tokens R emits, min_tokens declares a token R emits early to be an EOS,
-a stop sequence is a pair of R's tokens. Forced schedules force the processed runner-up (a rejection) or the
-output's own token (an acceptance) at chosen positions, so rejected drafts sit where a penalty, a stop or min_tokens
-must not count them.
+a stop sequence is a pair of R's tokens; the structured outputs' constraints force text R never emits. Forced
+schedules force the processed runner-up (a rejection) or the output's own token (an acceptance) at chosen positions,
+so rejected drafts sit where a penalty, a stop, min_tokens or a constraint must not count them.
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from harness.contract.decoder import StructuredOutput
 
 # the greedy cases' prompts: prose, code, a repetitive one (penalties bite) and token soup
 PROMPT_IDS = ("natural-01", "code-01", "repetitive-01", "soup-01")
@@ -45,6 +47,17 @@ def _stops(output: Sequence[int], eos: Sequence[int]) -> Settings:
     return {"stop_sequences": ((output[5], output[6]), (output[11],))}
 
 
+# the constraints: words ending with a period (then only an EOS), a small JSON object (compact, as every JSON schema),
+# and key=value pairs in GBNF (llama.cpp's grammar notation); none depends on R, each forces tokens R does not emit
+WORDS = StructuredOutput("regex", r"[a-z]+( [a-z]+)*\.")
+RECORD = StructuredOutput(
+    "json_schema",
+    '{"type": "object", "properties": {"name": {"type": "string", "maxLength": 12}, "count": {"type": "integer"}}, '
+    '"required": ["name", "count"], "additionalProperties": false}',
+)
+PAIRS = StructuredOutput("gbnf", 'root ::= pair ("; " pair)* "."\npair ::= [a-z]{1,8} "=" [0-9]{1,3}')
+
+
 # name -> (the features it exercises, settings from the plain greedy output R and the EOS ids)
 GREEDY_SETTINGS: dict[str, tuple[tuple[str, ...], Callable[[Sequence[int], Sequence[int]], Settings]]] = {
     "repetition-1.5": (("repetition_penalty",), lambda r, e: {"sampling": {"repetition_penalty": 1.5}}),
@@ -63,6 +76,9 @@ GREEDY_SETTINGS: dict[str, tuple[tuple[str, ...], Callable[[Sequence[int], Seque
     "min-tokens-at-the-eos": (("min_tokens",), _min_tokens_at_the_eos),
     "stop-sequences": (("stop_sequences",), _stops),
     "logprobs-top-5": (("logprobs",), lambda r, e: {"logprobs": 5}),
+    "grammar-regex": (("structured_regex",), lambda r, e: {"structured_output": WORDS}),
+    "grammar-json": (("structured_json_schema",), lambda r, e: {"structured_output": RECORD}),
+    "grammar-gbnf": (("structured_gbnf",), lambda r, e: {"structured_output": PAIRS}),
 }
 
 # forced schedules over output positions: "runner-up" forces the processed runner-up there (rejected),

@@ -1,13 +1,13 @@
-"""The features suite's exact-law cases: MTP-assisted sampling under penalties, min_p, a logit bias or min_tokens must
-draw the first LAW_LENGTH tokens from the target's law under the same features,
+"""The features suite's exact-law cases: MTP-assisted sampling under penalties, min_p, a logit bias, min_tokens or a
+structured output's mask must draw the first LAW_LENGTH tokens from the target's law under the same features,
 
     P(x_1..x_L) = prod_t p(x_t | prompt, x_<t),   p = the processed conditional given the emitted history
 
-(the processors read x_<t: penalties count it, min_tokens counts its length). The law is enumerated on the harness's
-own copy of the checkpoint with the teacher-forced processors (harness/checks/feature_cases.py), N requests are
-sampled through the decoder, and Pearson chi-square and G test the cells (harness/stats/goodness_of_fit.py). Every
-p-value of the selected cases is one Holm family at FAMILY_ALPHA; N comes from the power target at the family's
-worst level.
+(the processors read x_<t: penalties count it, min_tokens counts its length, the constraint's mask follows it). The
+law is enumerated on the harness's own copy of the checkpoint with the teacher-forced processors
+(harness/checks/feature_cases.py), N requests are sampled through the decoder, and Pearson chi-square and G test the
+cells (harness/stats/goodness_of_fit.py). Every p-value of the selected cases is one Holm family at FAMILY_ALPHA; N
+comes from the power target at the family's worst level.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from harness.checks.feature_cases import processed_along
-from harness.contract.decoder import Decoder, DecodeRequest, SamplingConfig
+from harness.checks.feature_grid import PAIRS, WORDS
+from harness.contract.decoder import Decoder, DecodeRequest, SamplingConfig, StructuredOutput
 from harness.contract.seeds import SEED_MODULUS
 from harness.decoding.sampling import process_logits
 from harness.models.loading import ModelBundle
@@ -43,6 +44,7 @@ class FeatureLawCase:
     draft_mode: str
     eos_from_plain: tuple[int, ...] = ()
     forced: dict[int, int] = field(default_factory=dict)
+    structured_output: StructuredOutput | None = None
 
 
 def law_cases() -> list[FeatureLawCase]:
@@ -113,6 +115,24 @@ def law_cases() -> list[FeatureLawCase]:
             "greedy",
             eos_from_plain=(1,),  # the plain output's second token is an EOS, masked for two tokens
         ),
+        FeatureLawCase(
+            "law-T1.0-grammar-regex-k2-sample-natural-02",
+            ("structured_regex",),
+            "natural-02",
+            {"temperature": 1.0},
+            2,
+            "sample",  # drafts drawn from the masked q
+            structured_output=WORDS,
+        ),
+        FeatureLawCase(
+            "law-T1.0-grammar-gbnf-k2-greedy-code-01",
+            ("structured_gbnf",),
+            "code-01",
+            {"temperature": 1.0},
+            2,
+            "greedy",
+            structured_output=PAIRS,
+        ),
     ]
 
 
@@ -142,6 +162,7 @@ def case_request(
         draft_mode=case.draft_mode,  # type: ignore[arg-type]
         eos_token_ids=(*eos, *extra_eos),
         forced_drafts=forced,
+        structured_output=case.structured_output,
     )
 
 

@@ -9,6 +9,7 @@ harness a factory `factory(bundle, device, dtype) -> Decoder` as `--decoder your
 
 from __future__ import annotations
 
+import json
 import math
 import numbers
 import operator
@@ -146,6 +147,37 @@ class SamplingConfig:
 
 GREEDY = SamplingConfig()
 
+StructuredKind = Literal["regex", "json_schema", "gbnf"]
+STRUCTURED_KINDS: tuple[StructuredKind, ...] = ("regex", "json_schema", "gbnf")
+
+
+@dataclass(frozen=True)
+class StructuredOutput:
+    """A constraint on the output's text: a regular expression the whole text must match, a JSON schema the text must
+    be a compact instance of (no whitespace between tokens, separators "," and ":"), or a GBNF grammar (llama.cpp's
+    notation, root rule `root`) the text must derive.
+
+    At every output position only the tokens that keep the text a prefix of a match are allowed, and the request's
+    EOS ids only where the text is a whole match; once no token can extend the match, only an EOS remains. The mask
+    comes first, on the raw logits, before every other processor (harness/decoding/grammar.py: llguidance compiles it,
+    the library of vLLM's `guidance` backend and llama.cpp's LLAMA_LLGUIDANCE)."""
+
+    kind: StructuredKind
+    spec: str
+
+    def __post_init__(self) -> None:
+        if self.kind not in STRUCTURED_KINDS:
+            raise InvalidRequest(f"structured_output kind must be one of {STRUCTURED_KINDS}, got {self.kind!r}")
+        if not isinstance(self.spec, str) or not self.spec.strip():
+            raise InvalidRequest(f"structured_output spec must be a non-empty string, got {self.spec!r}")
+        if self.kind == "json_schema":
+            try:
+                schema = json.loads(self.spec)
+            except json.JSONDecodeError as error:
+                raise InvalidRequest(f"structured_output json_schema is not JSON: {error}") from None
+            if not isinstance(schema, dict):
+                raise InvalidRequest(f"structured_output json_schema must be a JSON object, got {self.spec!r}")
+
 
 @dataclass(frozen=True)
 class DecodeRequest:
@@ -159,6 +191,11 @@ class DecodeRequest:
     stop_sequences: token id sequences; the output ends with the first token that completes one of them (that
         token included, finish reason "stop"), checked after every token, accepted drafts included. A sequence
         completed while the output holds min_tokens tokens or fewer does not end it (as an EOS cannot come then).
+    stop_strings: text; the output ends with the first token whose bytes complete an occurrence of one of them in
+        the output's text (the prompt's never counts), that token included, finish reason "stop", past min_tokens as
+        the sequences (harness/decoding/stops.py). Reading text needs the tokenizer: engines detokenize.
+    structured_output: None, or the StructuredOutput every output must satisfy (a prefix of a match where it ends by
+        length), masked at every position, drafts and the target's own tokens alike.
     logprobs: None, or how many of the most likely tokens to report at every output position besides the output's
         own (DecodeResult.logprobs): the target's raw log-probabilities, log_softmax of its logits before any
         processing (vLLM's default `raw_logprobs`), whichever pass emitted the token.
@@ -175,6 +212,8 @@ class DecodeRequest:
     eos_token_ids: tuple[int, ...] = ()
     forced_drafts: Mapping[int, int] = field(default_factory=dict)
     stop_sequences: tuple[tuple[int, ...], ...] = ()
+    stop_strings: tuple[str, ...] = ()
+    structured_output: StructuredOutput | None = None
     logprobs: int | None = None
 
     def __post_init__(self) -> None:
@@ -204,6 +243,16 @@ class DecodeRequest:
         if any(not stop for stop in stops):
             raise InvalidRequest("stop_sequences holds an empty sequence: a stop sequence needs at least one token")
         object.__setattr__(self, "stop_sequences", stops)
+        if isinstance(self.stop_strings, str | bytes) or not isinstance(self.stop_strings, Iterable):
+            raise InvalidRequest(f"stop_strings must be a sequence of strings, got {self.stop_strings!r}")
+        strings = tuple(self.stop_strings)
+        if any(not isinstance(text, str) or not text for text in strings):
+            raise InvalidRequest(f"stop_strings must be non-empty strings, got {strings!r}")
+        object.__setattr__(self, "stop_strings", strings)
+        if self.structured_output is not None and not isinstance(self.structured_output, StructuredOutput):
+            raise InvalidRequest(f"structured_output must be a StructuredOutput, got {self.structured_output!r}")
+        if self.structured_output is not None and not self.eos_token_ids:
+            raise InvalidRequest("structured_output needs eos_token_ids: a finished match ends the output with an EOS")
         if self.logprobs is not None:
             object.__setattr__(self, "logprobs", integer("logprobs", self.logprobs, 0, MAX_LOGPROBS))
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from harness.contract.decoder import Decoder, DecodeRequest, InvalidRequest
+from harness.contract.decoder import STRUCTURED_KINDS, Decoder, DecodeRequest, InvalidRequest
 
 FEATURES: dict[str, str] = {
     "repetition_penalty": "repetition_penalty: tokens of the prompt or the output before are scaled toward 0",
@@ -21,6 +21,11 @@ FEATURES: dict[str, str] = {
     "logit_bias": "logit_bias: token id -> a bias added to its logit",
     "min_tokens": "min_tokens: no EOS before the output holds min_tokens tokens",
     "stop_sequences": "stop_sequences: the output ends with the token that completes one of them",
+    "stop_strings": "stop_strings: the output ends with the token that completes one of them in the output's text",
+    "structured_regex": "structured_output (regex): every output token keeps the text a prefix of a match",
+    "structured_json_schema": "structured_output (JSON schema): every output token keeps the text a prefix of an "
+    "instance",
+    "structured_gbnf": "structured_output (GBNF grammar): every output token keeps the text a prefix of a sentence",
     "logprobs": "logprobs: the target's raw log-probabilities of each output token and its top tokens",
 }
 
@@ -36,6 +41,11 @@ def requested_features(request: DecodeRequest) -> frozenset[str]:
         "logit_bias": bool(sampling.logit_bias),
         "min_tokens": sampling.min_tokens > 0,
         "stop_sequences": bool(request.stop_sequences),
+        "stop_strings": bool(request.stop_strings),
+        **{
+            f"structured_{kind}": request.structured_output is not None and request.structured_output.kind == kind
+            for kind in STRUCTURED_KINDS
+        },
         "logprobs": request.logprobs is not None,
     }
     return frozenset(name for name, is_used in used.items() if is_used)

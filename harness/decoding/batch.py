@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
+from typing import Protocol
 
+import llguidance
 import torch
 
 from harness.contract.decoder import (
@@ -15,7 +17,20 @@ from harness.contract.decoder import (
     VerifyStep,
     validate_for_model,
 )
+from harness.decoding.grammar import Grammar
 from harness.decoding.processors import TokenHistory, history_of_sequences
+from harness.decoding.stops import Stops, StopsRule, stop_at_first_stop
+
+
+class TextReader(Protocol):
+    """What reads an output as text (a ModelBundle or ModelCard): the tokenizer's token bytes and llguidance view."""
+
+    vocab_size: int
+
+    def token_bytes(self) -> Sequence[bytes]: ...
+
+    def grammar_tokenizer(self) -> llguidance.LLTokenizer: ...
+
 
 NOT_FINISHED, FINISHED_EOS, FINISHED_LENGTH, FINISHED_STOP = 0, 1, 2, 3
 _REASONS: dict[int, FinishReason] = {FINISHED_EOS: "eos", FINISHED_LENGTH: "length", FINISHED_STOP: "stop"}
@@ -51,34 +66,28 @@ def stop_at_first_eos(
     return torch.where(ends_at_eos, first_eos + 1, count), ends_at_eos
 
 
-# (the row's output so far, the tokens a pass may commit after it, the request's stop sequences, min_tokens)
-#   -> how many of those tokens to commit when a stop sequence ends among them, else None
-StopSequenceRule = Callable[[Sequence[int], Sequence[int], Sequence[Sequence[int]], int], int | None]
-
-
-def ends_with_a_stop(output: Sequence[int], stops: Sequence[Sequence[int]]) -> bool:
-    """Whether `output` ends with one of `stops` (each lying wholly in the output)."""
-    return any(len(stop) <= len(output) and tuple(output[len(output) - len(stop) :]) == tuple(stop) for stop in stops)
-
-
-def stop_at_first_stop_sequence(
-    output: Sequence[int], new: Sequence[int], stops: Sequence[Sequence[int]], min_tokens: int
-) -> int | None:
-    """Checked after every token: the first of `new` that completes a stop sequence ends the output (kept), once
-    the output holds more than min_tokens tokens."""
-    extended = list(output)
-    for index, token in enumerate(new):
-        extended.append(token)
-        if len(extended) > min_tokens and ends_with_a_stop(extended, stops):
-            return index + 1
-    return None
-
-
 class BatchState:
     """Committed tokens of every row in a padded tensor [B, W] (the proposer reads it), and each pass's record."""
 
-    def __init__(self, requests: Sequence[DecodeRequest], device: torch.device, lookahead: int) -> None:
+    def __init__(
+        self,
+        requests: Sequence[DecodeRequest],
+        device: torch.device,
+        lookahead: int,
+        text: TextReader | None = None,
+    ) -> None:
         self.requests = list(requests)
+        # each request's stop sequences and strings, and its constraint's matcher (original row -> Grammar): what
+        # reads the output as text, by way of the model's tokenizer (`text`)
+        if text is None and any(r.stop_strings or r.structured_output for r in requests):
+            raise ValueError("requests with stop strings or a structured output need the model's tokenizer")
+        table = text.token_bytes() if text is not None and any(r.stop_strings for r in requests) else ()
+        self.stops = [Stops.of(request, table) for request in requests]
+        self.grammars = {
+            row: Grammar(request.structured_output, text.grammar_tokenizer(), text.vocab_size, request.eos_token_ids)
+            for row, request in enumerate(requests)
+            if request.structured_output is not None and text is not None
+        }
         size = len(requests)
         width = max(len(r.prompt_ids) + r.max_new_tokens for r in requests) + lookahead + 1
         self.sequence = torch.zeros(size, width, dtype=torch.long, device=device)
@@ -125,7 +134,7 @@ class BatchState:
         next_token: torch.Tensor,
         record: bool = True,
         stop_rule: StopRule = stop_at_first_eos,
-        stop_sequence_rule: StopSequenceRule = stop_at_first_stop_sequence,
+        stop_sequence_rule: StopsRule = stop_at_first_stop,
         logprobs: torch.Tensor | None = None,
     ) -> None:
         """Commit, for every active row, its accepted drafts and then the target's token, truncated at
@@ -157,6 +166,8 @@ class BatchState:
         self.finish = torch.where(finished_length, FINISHED_LENGTH, self.finish)
         if logprobs is not None and self.logprobs:
             self.record_logprobs(active, start, count, logprobs)
+        if self.grammars:
+            self.commit_to_grammars(active, start, count)
         if record:
             self._passes.append((self.row_ids, active, start, drafts, row_k, accepted, count))
 
@@ -169,21 +180,43 @@ class BatchState:
         )
 
     def stop_sequences(
-        self, active: torch.Tensor, proposed: torch.Tensor, count: torch.Tensor, rule: StopSequenceRule
+        self, active: torch.Tensor, proposed: torch.Tensor, count: torch.Tensor, rule: StopsRule
     ) -> torch.Tensor:
-        """[B]: for each row whose request has stop sequences and where one ends among the `count` tokens it may
-        commit, how many to commit; 0 elsewhere."""
+        """[B]: for each row whose request has stop sequences or strings and where one ends among the `count` tokens
+        it may commit, how many to commit; 0 elsewhere."""
         ends = torch.zeros_like(count)
         for row, original in enumerate(self.row_ids.tolist()):
-            request = self.requests[original]
-            if not request.stop_sequences or not bool(active[row]):
+            stops = self.stops[original]
+            if not stops or not bool(active[row]):
                 continue
             output = self.sequence[row, int(self.prompt_lengths[row]) : int(self.lengths[row])].tolist()
             new = proposed[row, : int(count[row])].tolist()
-            cut = rule(output, new, request.stop_sequences, request.sampling.min_tokens)
+            cut = rule(output, new, stops, self.requests[original].sampling.min_tokens)
             if cut is not None:
                 ends[row] = cut
         return ends
+
+    def commit_to_grammars(self, active: torch.Tensor, start: torch.Tensor, count: torch.Tensor) -> None:
+        """Each constrained row's matcher consumes the tokens the row just committed."""
+        for row, original in enumerate(self.row_ids.tolist()):
+            if original in self.grammars and bool(active[row]):
+                begin = int(self.prompt_lengths[row] + start[row])
+                self.grammars[original].commit(self.sequence[row, begin : begin + int(count[row])].tolist())
+
+    def grammar_allowed(self, drafts: torch.Tensor | None = None, row_k: torch.Tensor | None = None) -> torch.Tensor:
+        """[B, j, V] bool: each row's mask at the j = k+1 positions of a pass verifying `drafts` [B, k] (row_k of
+        them real; j = 1 without drafts); True everywhere for a row without a constraint."""
+        size = len(self.row_ids)
+        k = 0 if drafts is None else drafts.shape[1]
+        vocab = next(iter(self.grammars.values())).vocab_size
+        allowed = torch.ones(size, k + 1, vocab, dtype=torch.bool)
+        for row, original in enumerate(self.row_ids.tolist()):
+            grammar = self.grammars.get(original)
+            if grammar is None or not bool(self.active[row]):
+                continue
+            real = [] if drafts is None else drafts[row, : int(row_k[row])].tolist()
+            allowed[row, : len(real) + 1] = grammar.allowed_along(real)
+        return allowed.to(self.sequence.device)
 
     def record_logprobs(
         self, active: torch.Tensor, start: torch.Tensor, count: torch.Tensor, logprobs: torch.Tensor

@@ -3,7 +3,7 @@
     proposer          MTPProposer: the MTP depths chained into k drafts and their laws q
     acceptance rules  greedy_accept (temperature 0) and speculative_accept (sampling): pure functions
     draft law         the_law_drawn_from: the q verification sees for each draft
-    stop rules        stop_at_first_eos, stop_at_first_stop_sequence: how much of (accepted drafts + the target's
+    stop rules        stop_at_first_eos, stop_at_first_stop: how much of (accepted drafts + the target's
                       token) is committed
     request history   prefix_drafts: which drafts each verification position counts as output before it (penalties,
                       min_tokens); the_targets_logprobs: the log-probabilities a request's logprobs report
@@ -33,17 +33,17 @@ from harness.decoding.acceptance import AcceptanceRule, PassPlace, greedy_accept
 from harness.decoding.batch import (
     BatchState,
     StopRule,
-    StopSequenceRule,
     decode_in_groups,
     prefill_inputs,
     stop_at_first_eos,
-    stop_at_first_stop_sequence,
 )
 from harness.decoding.forward import prefill, target_pass
+from harness.decoding.grammar import GrammarRule, mask_logits
 from harness.decoding.processors import CountedDrafts, TokenHistory, history_of_positions, prefix_drafts
 from harness.decoding.proposer import NO_LIMIT, MTPProposer
 from harness.decoding.sampling import one_hot, probability_dtype, process_logits, raw_logprobs, sample_from, uniforms
 from harness.decoding.slots import SlotCache
+from harness.decoding.stops import StopsRule, stop_at_first_stop
 from harness.models.loading import ModelBundle
 from harness.models.recurrent_state import RestoreRule, restore_after_kept_inputs
 
@@ -113,8 +113,9 @@ class MTPDecoder:
         observer: PassObserver | None = None,
         counted_drafts: CountedDrafts = prefix_drafts,
         verify_law: VerifyLaw = process_logits,
-        stop_sequence_rule: StopSequenceRule = stop_at_first_stop_sequence,
+        stop_sequence_rule: StopsRule = stop_at_first_stop,
         logprob_rule: LogprobRule = the_targets_logprobs,
+        grammar_rule: GrammarRule = mask_logits,
     ) -> None:
         self.bundle = bundle
         self.proposer = proposer
@@ -128,6 +129,7 @@ class MTPDecoder:
         self.verify_law = verify_law
         self.stop_sequence_rule = stop_sequence_rule
         self.logprob_rule = logprob_rule
+        self.grammar_rule = grammar_rule
 
     @torch.no_grad()
     def decode(self, requests: Sequence[DecodeRequest]) -> list[DecodeResult]:
@@ -150,7 +152,7 @@ class _Batch:
         self.indices = indices
         first = requests[0]
         self.k, self.draft_mode, self.sampling = first.num_draft_tokens, first.draft_mode, first.sampling
-        self.state = BatchState(requests, bundle.device, lookahead=self.k)
+        self.state = BatchState(requests, bundle.device, lookahead=self.k, text=bundle)
         size = len(requests)
         self.target_slots = SlotCache(
             bundle.new_target_cache(), range(bundle.config.num_hidden_layers), size, bundle.device
@@ -209,6 +211,8 @@ class _Batch:
         positions = self.decoder.cache_manager.verify_positions(state, k)
         valid = active[:, None] & (offsets <= row_k[:, None])
         hidden, logits = target_pass(bundle, self.target_slots, verify_ids, positions, valid)
+        if state.grammars:
+            logits = self.decoder.grammar_rule(logits, state.grammar_allowed(drafts, row_k))
         history = None
         if self.history is not None:
             history = history_of_positions(self.history, drafts, row_k, self.decoder.counted_drafts)
@@ -257,6 +261,9 @@ class _Batch:
         """Draft for step `step` of every row from the depth's logits [B, V]: forced, argmax or sampled from q."""
         vocab = logits.shape[-1]
         dtype = probability_dtype(logits.dtype)
+        if self.state.grammars:  # a draft is one the constraint allows after the committed output and the drafts before
+            before = torch.stack(self.pass_drafts, dim=1) if self.pass_drafts else None
+            logits = mask_logits(logits, self.state.grammar_allowed(before, self.drafting.long() * (step - 1))[:, -1])
         if self.draft_mode == "greedy":
             tokens = logits.argmax(dim=-1)
             q = one_hot(tokens, vocab, dtype)

@@ -15,6 +15,7 @@ from harness.contract.features import FEATURES
 from harness.contract.seeds import generator
 from harness.decoding.batch import BatchState, decode_in_groups, prefill_inputs
 from harness.decoding.forward import prefill, target_pass
+from harness.decoding.grammar import mask_logits
 from harness.decoding.sampling import process_logits, raw_logprobs, sample_from, uniforms
 from harness.decoding.slots import SlotCache
 from harness.models.loading import ModelBundle
@@ -42,7 +43,7 @@ class TargetOnlyDecoder:
 
     def _decode_batch(self, requests: list[DecodeRequest], sampling: SamplingConfig) -> list[DecodeResult]:
         bundle = self.bundle
-        state = BatchState(requests, bundle.device, lookahead=0)
+        state = BatchState(requests, bundle.device, lookahead=0, text=bundle)
         slots = SlotCache(
             bundle.new_target_cache(), range(bundle.config.num_hidden_layers), len(requests), bundle.device
         )
@@ -55,6 +56,7 @@ class TargetOnlyDecoder:
             _, logits = target_pass(
                 bundle, slots, state.last_tokens()[:, None], (state.lengths - 1)[:, None], active[:, None]
             )
+            logits = mask_logits(logits, state.grammar_allowed()) if state.grammars else logits
             probs = process_logits(logits[:, 0], sampling, state.history(sampling, bundle.vocab_size))
             if sampling.is_greedy:
                 tokens = probs.argmax(dim=-1)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
 
+import llguidance
 import torch
 import transformers
 from torch import nn
@@ -29,11 +30,13 @@ from harness.models.attention import EXACT_ATTENTION
 from harness.models.checkpoint import SafetensorsCheckpoint, check_checkpoint_files, open_checkpoint, read_config_json
 from harness.models.experts import fuse_experts
 from harness.models.gated_deltanet import has_recurrent_layers, install_gated_deltanet_forward
+from harness.models.grammar_tokenizer import grammar_tokenizer
 from harness.models.layouts import DEEPSEEK_V3, MIMO, LayoutMatch, depth_tensor_name, detect_layout
 from harness.models.mtp_depth import build_depths
 from harness.models.numerics import use_float64_arithmetic
 from harness.models.quiet import quiet_transformers
 from harness.models.target_hidden import mark_pre_norm_reader
+from harness.models.token_bytes import token_bytes
 from harness.models.weights_guard import refuse_weights
 
 DTYPES = {name: getattr(torch, canonical) for name, canonical in DTYPE_NAMES.items()}
@@ -48,6 +51,7 @@ class CheckpointFacts:
 
     path: Path
     config: PretrainedConfig
+    tokenizer: PreTrainedTokenizerBase
 
     @property
     def name(self) -> str:
@@ -60,6 +64,18 @@ class CheckpointFacts:
     @property
     def max_context(self) -> int:
         return int(self.config.max_position_embeddings)
+
+    def token_bytes(self) -> tuple[bytes, ...]:
+        """Each token's bytes under the tokenizer (token_bytes.py), built once: how stop strings are read."""
+        if "_token_bytes" not in self.__dict__:
+            self.__dict__["_token_bytes"] = token_bytes(self.tokenizer, self.vocab_size)
+        return self.__dict__["_token_bytes"]
+
+    def grammar_tokenizer(self) -> llguidance.LLTokenizer:
+        """The tokenizer as llguidance reads it (grammar_tokenizer.py), built once: how constraints are masked."""
+        if "_grammar_tokenizer" not in self.__dict__:
+            self.__dict__["_grammar_tokenizer"] = grammar_tokenizer(self.tokenizer, self.vocab_size)
+        return self.__dict__["_grammar_tokenizer"]
 
 
 @dataclass(frozen=True)

@@ -14,12 +14,13 @@ import torch
 from harness.contract.decoder import SamplingConfig
 from harness.contract.suites import CATALOGUE_SUITES
 from harness.decoding.acceptance import PassPlace, accepted_prefix, greedy_accept, residual, speculative_accept
-from harness.decoding.batch import BatchState, ends_with_a_stop, stop_at_first_eos
+from harness.decoding.batch import BatchState, stop_at_first_eos
 from harness.decoding.mtp_decoder import CacheManager, MTPDecoder
 from harness.decoding.processors import TokenHistory
 from harness.decoding.proposer import MTPProposer
 from harness.decoding.sampling import process_logits, sample_from
 from harness.decoding.slots import KV_BLOCK, RaggedBuffer, SlotCache
+from harness.decoding.stops import Stops, stop_at_first_stop
 from harness.models.loading import ModelBundle
 
 MUTANTS: dict[str, Callable[[ModelBundle], MTPDecoder]] = {}
@@ -526,18 +527,18 @@ def penalty_counts_rejected_drafts(bundle: ModelBundle) -> MTPDecoder:
 
 
 def stop_checked_at_the_pass_end(
-    output: Sequence[int], new: Sequence[int], stops: Sequence[Sequence[int]], min_tokens: int
+    output: Sequence[int], new: Sequence[int], stops: Stops, min_tokens: int
 ) -> int | None:
-    """Stop sequences are looked for once per pass, at the end of what it commits: a stop sequence completed
-    inside an accepted run of drafts is missed and decoding runs on (vLLM's stop strings in the MTP path)."""
-    extended = [*output, *new]
-    return len(new) if new and len(extended) > min_tokens and ends_with_a_stop(extended, stops) else None
+    """Stops are looked for once per pass, over everything it commits: a stop sequence or string completed inside
+    an accepted run of drafts ends the output at the end of the pass, the tokens after the stop kept (vLLM's stop
+    strings in the MTP path, before its detokenizer learnt to drop them)."""
+    return len(new) if stop_at_first_stop(output, new, stops, min_tokens) is not None else None
 
 
 @mutant("stop-checked-per-pass", "features")
 def stop_checked_per_pass(bundle: ModelBundle) -> MTPDecoder:
-    """Bug class 20 (stop strings in vLLM's MTP path): stop sequences checked per pass instead of per token
-    (stop_checked_at_the_pass_end)."""
+    """Bug class 20 (stop strings in vLLM's MTP path): stop sequences and strings checked per pass instead of per
+    token (stop_checked_at_the_pass_end)."""
     return MTPDecoder(bundle, stop_sequence_rule=stop_checked_at_the_pass_end)
 
 
@@ -575,3 +576,16 @@ def min_tokens_ignored_inside_a_run(bundle: ModelBundle) -> MTPDecoder:
     """Bug class 22 (min_tokens under speculation): min_tokens is ignored at the drafts' positions after the first
     (min_tokens_at_the_first_position_only)."""
     return MTPDecoder(bundle, verify_law=min_tokens_at_the_first_position_only)
+
+
+def grammar_on_the_drafts_only(logits: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
+    """The constraint masks the drafts (the proposer's logits) but not the target's logits at verification: every
+    accepted draft obeys it, while a correction or a bonus token the target emits itself may not."""
+    return logits
+
+
+@mutant("grammar-skips-the-correction", "features")
+def grammar_skips_the_correction(bundle: ModelBundle) -> MTPDecoder:
+    """Bug class 23 (structured output under speculation, vLLM and SGLang): the grammar mask applied to the drafts but
+    not to the token the target emits itself (grammar_on_the_drafts_only)."""
+    return MTPDecoder(bundle, grammar_rule=grammar_on_the_drafts_only)

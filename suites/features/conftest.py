@@ -24,7 +24,7 @@ class FeatureTruth:
         self.bundle = bundle
         self.reference = TargetOnlyDecoder(bundle)
         self.prompts = prompts
-        self._results: dict[tuple, DecodeResult] = {}
+        self._results: dict[DecodeRequest, DecodeResult] = {}
 
     def prompt_ids(self, prompt_id: str) -> tuple[int, ...]:
         return tuple(self.prompts[prompt_id].encode(self.bundle.tokenizer))
@@ -37,15 +37,7 @@ class FeatureTruth:
     def result(self, request: DecodeRequest) -> DecodeResult:
         """The target-only result of `request` (its drafting fields do not matter)."""
         plain = replace(request, num_draft_tokens=1, draft_mode="greedy", forced_drafts={})
-        key = (
-            plain.prompt_ids,
-            plain.max_new_tokens,
-            plain.sampling,
-            plain.seed,
-            plain.eos_token_ids,
-            plain.stop_sequences,
-            plain.logprobs,
-        )
+        key = plain  # every field counts (the request's hash covers a few, its equality all)
         if key not in self._results:
             [self._results[key]] = self.reference.decode([plain])
         return self._results[key]

@@ -1,15 +1,16 @@
 """Greedy identity under request features, with rejections forced where the schedule says: penalties, a logit bias,
-min_tokens (met and unmet), stop sequences and logprobs, each on four prompts and four (schedule, k) pairs. The
+min_tokens (met and unmet), stop sequences, logprobs and structured outputs (a regex, a JSON schema, a GBNF grammar),
+each on four prompts and four (schedule, k) pairs. The
 decoder's output must be the target-only greedy output under the same features token for token, end for the same
 reason, accept exactly the drafts that are the output's tokens, and report the target's raw logprobs at every
-position."""
+position; a constrained output must also satisfy its constraint."""
 
 from __future__ import annotations
 
 import pytest
 
 from harness.checks.divergence import check_greedy, describe_divergence
-from harness.checks.feature_cases import greedy_from, logprob_tolerance, processed_along
+from harness.checks.feature_cases import grammar_of, greedy_from, logprob_tolerance, processed_along
 from harness.checks.feature_checks import (
     describe_mismatches,
     greedy_pass_problems,
@@ -19,6 +20,7 @@ from harness.checks.feature_checks import (
 from harness.checks.feature_grid import GREEDY_SETTINGS, forced_schedule, greedy_cases
 from harness.contract.decoder import SamplingConfig
 from harness.contract.records import FeatureOutputRecord, attach_record, step_records
+from harness.decoding.grammar import grammar_problem
 
 pytestmark = pytest.mark.features
 
@@ -82,6 +84,11 @@ def test_greedy_output_under_the_feature(
             f"{reference.finish_reason!r}",
             pytrace=False,
         )
+    if request.structured_output is not None:
+        problem = grammar_problem(grammar_of(bundle, request), result.token_ids, result.finish_reason == "eos")
+        if problem:
+            attach_record(record_property, "feature_output", record)
+            pytest.fail(f"{case.settings}: {problem}", pytrace=False)
     problems = greedy_pass_problems(result, request.forced_drafts)
     if problems:
         attach_record(record_property, "feature_output", record)

@@ -9,9 +9,15 @@ from types import MappingProxyType
 import pytest
 import torch
 
-from harness.contract.decoder import DecodeRequest, DecodeResult, InvalidRequest, SamplingConfig, TokenLogprobs
+from harness.contract.decoder import (
+    DecodeRequest,
+    DecodeResult,
+    InvalidRequest,
+    SamplingConfig,
+    StructuredOutput,
+    TokenLogprobs,
+)
 from harness.contract.features import FEATURES, cannot_serve_features, refuse_unserved, requested_features
-from harness.decoding.batch import stop_at_first_stop_sequence
 from harness.decoding.processors import (
     TokenHistory,
     apply_before_temperature,
@@ -19,6 +25,7 @@ from harness.decoding.processors import (
     prefix_drafts,
 )
 from harness.decoding.sampling import process_logits
+from harness.decoding.stops import Stops, stop_at_first_stop
 from harness.subjects.engines.wire import parse_request, parse_result, request_message, result_message
 
 
@@ -109,10 +116,43 @@ def test_the_committed_history_counts_the_output_and_marks_the_prompt():
 
 
 def test_a_stop_sequence_ends_the_output_at_the_token_completing_it_once_past_min_tokens():
-    assert stop_at_first_stop_sequence([9, 1], [2, 3, 4], [(1, 2)], 0) == 1  # completed across the boundary
-    assert stop_at_first_stop_sequence([], [5, 1, 2, 3], [(1, 2), (3,)], 0) == 3  # the first completion wins
-    assert stop_at_first_stop_sequence([], [5, 1, 2, 3], [(1, 2)], 3) is None  # at 3 tokens: not past min_tokens
-    assert stop_at_first_stop_sequence([5], [1, 2], [(1, 2)], 2) == 2  # 3 tokens > min_tokens 2
+    def stops(*sequences: tuple[int, ...]) -> Stops:
+        return Stops(sequences=sequences)
+
+    assert stop_at_first_stop([9, 1], [2, 3, 4], stops((1, 2)), 0) == 1  # completed across the boundary
+    assert stop_at_first_stop([], [5, 1, 2, 3], stops((1, 2), (3,)), 0) == 3  # the first completion wins
+    assert stop_at_first_stop([], [5, 1, 2, 3], stops((1, 2)), 3) is None  # at 3 tokens: not past min_tokens
+    assert stop_at_first_stop([5], [1, 2], stops((1, 2)), 2) == 2  # 3 tokens > min_tokens 2
+
+
+# token id -> bytes: 0 the EOS (no text), 1 "ab", 2 "c", 3 "d e", 4 "xyz", 5 the first byte of "é", 6 its second
+TABLE = (b"", b"ab", b"c", b"d e", b"xyz", b"\xc3", b"\xa9")
+
+
+def string_stops(*strings: str) -> Stops:
+    return Stops(strings=tuple(text.encode() for text in strings), token_bytes=TABLE)
+
+
+def test_a_stop_string_ends_the_output_at_the_token_whose_bytes_complete_it():
+    assert stop_at_first_stop([], [1, 2, 3, 4], string_stops("bc"), 0) == 2  # "ab"+"c": completed by token 2
+    assert stop_at_first_stop([], [1, 2, 3, 4], string_stops("cd"), 0) == 3  # ends inside "d e"
+    assert stop_at_first_stop([1], [2, 3], string_stops("abcd e"), 0) == 2  # spans three tokens and a pass boundary
+    assert stop_at_first_stop([], [4, 1, 2], string_stops("c", "za"), 0) == 2  # the first completion wins
+    assert stop_at_first_stop([], [1, 2], string_stops("zz"), 0) is None
+    assert stop_at_first_stop([], [1, 0, 2], string_stops("abc"), 0) == 3  # the EOS's empty text in between
+    assert stop_at_first_stop([], [4, 5, 6], string_stops("é"), 0) == 3  # a character split over two tokens
+    assert stop_at_first_stop([], [1, 2, 4], string_stops("ab"), 1) is None  # completed inside min_tokens
+    assert stop_at_first_stop([], [1, 2, 4], string_stops("bc"), 1) == 2  # completed by token 2 > min_tokens 1
+
+
+def test_a_stop_string_is_read_in_the_output_never_the_prompt():
+    # the rule sees the output only: "ab" of a prompt ending in token 1 cannot complete "bc" with an output "c"
+    assert stop_at_first_stop([], [2], string_stops("bc"), 0) is None
+
+
+def test_a_stop_string_needs_the_token_bytes():
+    with pytest.raises(ValueError, match="token bytes"):
+        Stops.of(DecodeRequest((1,), 4, stop_strings=("x",)))
 
 
 def test_requested_features_names_each_field_used_and_no_default():
@@ -122,9 +162,15 @@ def test_requested_features_names_each_field_used_and_no_default():
         3,
         sampling=SamplingConfig(repetition_penalty=1.1, presence_penalty=0.1, logit_bias={1: 1.0}, min_tokens=1),
         stop_sequences=[[1]],
+        stop_strings=["\n\n"],
+        structured_output=StructuredOutput("regex", "[a-z]+"),
+        eos_token_ids=(0,),
         logprobs=0,
     )
-    expected = {"repetition_penalty", "presence_penalty", "logit_bias", "min_tokens", "stop_sequences", "logprobs"}
+    expected = {
+        *("repetition_penalty", "presence_penalty", "logit_bias", "min_tokens"),
+        *("stop_sequences", "stop_strings", "structured_regex", "logprobs"),
+    }
     assert requested_features(request) == expected
     assert set(FEATURES) >= expected
 
@@ -166,6 +212,9 @@ def test_the_wire_carries_every_request_feature_and_the_logprobs_back():
             min_tokens=2,
         ),
         stop_sequences=[[4, 5], [6]],
+        stop_strings=["</s>", "\u00e9\"'"],
+        structured_output=StructuredOutput("json_schema", '{"type": "object"}'),
+        eos_token_ids=(0,),
         logprobs=3,
     )
     assert parse_request(request_message(request), 1, "greedy") == request

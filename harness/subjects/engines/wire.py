@@ -23,7 +23,9 @@ JSON lines over the server's stdin and stdout (one message per line, UTF-8), pro
                the request features (harness/contract/features.py), each at its default when unused:
                "min_p": float (0 = off), "repetition_penalty": float (1 = off), "frequency_penalty": float,
                "presence_penalty": float, "logit_bias": [[token id, bias]], "min_tokens": int,
-               "stop_sequences": [[int]], "logprobs": int | null}
+               "stop_sequences": [[int]], "stop_strings": [str],
+               "structured_output": {"kind": "regex" | "json_schema" | "gbnf", "spec": str} | null,
+               "logprobs": int | null}
     result  = {"token_ids": [int], "finish_reason": "eos" | "length" | "stop",
                "steps": [{"start": int, "drafts": [int], "accepted": int, "emitted": [int]}],
                "prefill_chunk_ends": [int] (optional: where the engine ended each prefill chunk but the last),
@@ -46,6 +48,7 @@ from harness.contract.decoder import (
     DecodeResult,
     DraftMode,
     SamplingConfig,
+    StructuredOutput,
     TokenLogprobs,
     VerifyStep,
 )
@@ -75,8 +78,18 @@ def request_message(request: DecodeRequest) -> dict:
         "logit_bias": [[token, bias] for token, bias in request.sampling.logit_bias],
         "min_tokens": request.sampling.min_tokens,
         "stop_sequences": [list(stop) for stop in request.stop_sequences],
+        "stop_strings": list(request.stop_strings),
+        "structured_output": structured_message(request.structured_output),
         "logprobs": request.logprobs,
     }
+
+
+def structured_message(constraint: StructuredOutput | None) -> dict | None:
+    return None if constraint is None else {"kind": constraint.kind, "spec": constraint.spec}
+
+
+def parse_structured(message: Mapping | None) -> StructuredOutput | None:
+    return None if message is None else StructuredOutput(message["kind"], message["spec"])
 
 
 def parse_request(message: Mapping, num_draft_tokens: int, draft_mode: DraftMode) -> DecodeRequest:
@@ -102,6 +115,8 @@ def parse_request(message: Mapping, num_draft_tokens: int, draft_mode: DraftMode
         eos_token_ids=tuple(message["eos_token_ids"]),
         forced_drafts={int(position): token for position, token in message["forced_drafts"].items()},
         stop_sequences=message.get("stop_sequences", ()),
+        stop_strings=message.get("stop_strings", ()),
+        structured_output=parse_structured(message.get("structured_output")),
         logprobs=message.get("logprobs"),
     )
 

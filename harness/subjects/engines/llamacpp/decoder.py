@@ -63,13 +63,19 @@ class LlamaCppDecoder(EngineDecoder):
 
     drafter_depths = 1  # llama.cpp's MTP graphs hold one NextN layer; draft steps 2..k reuse it
     # /completion's own parameters (server.py feature_parameters); logprobs are n_probs, the raw logits' softmax
-    engine_features = frozenset({"repetition_penalty", "min_p", "logit_bias", "logprobs"})
+    engine_features = frozenset(
+        {"repetition_penalty", "min_p", "logit_bias", "stop_strings", "structured_gbnf", "logprobs"}
+    )
     why_no_feature = MappingProxyType(
         {
             "frequency_penalty": PROMPT_COUNTED,
             "presence_penalty": PROMPT_COUNTED,
             "min_tokens": "llama.cpp's server has no minimum output length (tools/server/server-schema.cpp)",
             "stop_sequences": "llama.cpp stops on strings (`stop`), not on token sequences",
+            "structured_regex": "llama.cpp's server constrains output by GBNF grammars and JSON schemas, not by "
+            "regular expressions",
+            "structured_json_schema": "llama.cpp turns a JSON schema into GBNF with whitespace of its own "
+            '(`space ::= | " " | "\\n"{1,2} [ \\t]{0,20}`, common/json-schema-to-grammar.cpp), not compact JSON',
         }
     )
     speculative_serves: Mapping[str, set[object]] = MappingProxyType({"draft_mode": {"greedy"}})

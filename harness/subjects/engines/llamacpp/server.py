@@ -43,7 +43,7 @@ SEED_MODULUS = 0xFFFFFFFF  # llama.cpp's seeds are uint32 and 0xFFFFFFFF means "
 # sampler chain: top-k commutes with temperature, top-p must see the tempered probabilities (llama.cpp's default
 # chain applies temperature last, after top-p and min-p at temperature 1); nothing else (min-p, penalties, ...)
 SAMPLERS = ["top_k", "temperature", "top_p"]
-FINISH_REASONS = {"eos": "eos", "limit": "length"}
+FINISH_REASONS = {"eos": "eos", "limit": "length", "word": "stop"}  # llama.cpp's stop_type -> the contract's
 LOG_WAIT_SECONDS = 60.0
 NO_TOKEN = -1  # an EOS id no token has: a request that ends at no token
 BUILD_VARIABLE = "MTP_HARNESS_LLAMACPP_BUILD"  # a build from source: its record (JSON), for the run header
@@ -127,6 +127,11 @@ def feature_parameters(request: dict) -> dict:
         parameters["min_p"] = float(request["min_p"])
     if request.get("logit_bias"):
         parameters["logit_bias"] = [[int(token), float(bias)] for token, bias in request["logit_bias"]]
+    constraint = request.get("structured_output")
+    if constraint is not None:  # the decoder serves GBNF grammars only (decoder.py)
+        parameters["grammar"] = str(constraint["spec"])
+    if request.get("stop_strings"):
+        parameters["stop"] = [str(text) for text in request["stop_strings"]]  # matched in the output's text
     if request.get("logprobs") is not None:
         parameters["n_probs"] = max(1, int(request["logprobs"]))  # 0 returns none; the top list is trimmed back
     return parameters

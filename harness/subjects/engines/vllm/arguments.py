@@ -10,6 +10,7 @@ OWNED_ARGUMENTS = (
     "enforce_eager",
     "async_scheduling",
     "skip_tokenizer_init",
+    "structured_outputs_config",
     "max_num_seqs",
     "kv_cache_memory_bytes",
     "disable_log_stats",

@@ -47,7 +47,10 @@ class VLLMDecoder(EngineDecoder):
     step_facts = MappingProxyType({"longest": longest_per_engine_step})
     # SamplingParams' own fields (server.py sampling_params); logprobs are vLLM's default raw_logprobs
     engine_features = frozenset(
-        {"repetition_penalty", "frequency_penalty", "presence_penalty", "min_tokens", "logprobs"}
+        {
+            *("repetition_penalty", "frequency_penalty", "presence_penalty", "min_tokens", "stop_strings", "logprobs"),
+            *("structured_regex", "structured_json_schema", "structured_gbnf"),
+        }
     )
     why_no_feature = MappingProxyType(
         {
@@ -55,8 +58,7 @@ class VLLMDecoder(EngineDecoder):
             "min_p": SPECULATIVE_REFUSAL,
             "logit_bias": SPECULATIVE_REFUSAL,
             "stop_sequences": "vLLM stops on single token ids (stop_token_ids, which carry the request's EOS ids) or "
-            "on strings, which need the detokenizer the harness's server skips (skip_tokenizer_init): it has no stop "
-            "token sequences",
+            "on strings (stop): it has no stop token sequences",
         }
     )
 

@@ -47,9 +47,11 @@ CPU_EXPAND_KERNEL = Finding(
     },
     signature="a rejected sampling case whose first output token follows the target's law (vLLM's plain sampler "
     "draws it with the request's own parameters; the garbage reaches only the rejection sampler, and moves the law by "
-    "any amount), a seeded sampled request whose output changes with its batch, its schedule or its engine, or the "
-    "engine stopping on an out-of-bounds top-k index (`index N is out of bounds for dimension 1`). Another bug of the "
-    "rejection sampler or of per-request randomness would look the same: --engine-fixes judges them beneath it",
+    "any amount), a seeded sampled request whose output changes with its batch, its schedule or its engine, the "
+    "engine stopping on an out-of-bounds top-k index (`index N is out of bounds for dimension 1`), or a constrained "
+    "sampled request vLLM terminates because its grammar refuses the token drawn (`grammar rejected tokens`). Another "
+    "bug of the rejection sampler or of per-request randomness would look the same: --engine-fixes judges them "
+    "beneath it",
     explains=signatures.sampled_with_garbage_parameters,
 )
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import time
 
-from server import FINISH_REASONS, llm_arguments, sampling_params  # beside this file
+from server import finish_reason, llm_arguments, sampling_params  # beside this file
 
 
 def main() -> None:
@@ -54,8 +54,7 @@ class Alone:
         outputs = self.llm.generate(prompts, params, use_tqdm=False)
         seconds = time.perf_counter() - started
         for output in outputs:
-            if output.outputs[0].finish_reason not in FINISH_REASONS:
-                raise RuntimeError(f"request {output.request_id} ended with {output.outputs[0].finish_reason!r}")
+            finish_reason(output.outputs[0])  # raises on a finish reason the contract does not know
         return {"seconds": seconds, "token_ids": [[int(t) for t in output.outputs[0].token_ids] for output in outputs]}
 
 

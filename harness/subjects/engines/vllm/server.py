@@ -29,6 +29,7 @@ reply carries the counters of its call.
 from __future__ import annotations
 
 import collections
+import json
 import os
 import sys
 
@@ -46,7 +47,26 @@ if __name__ == "__mp_main__" and os.environ.get(V2_CPU_SHIM) == "1":
 
     enable_model_runner_v2_on_cpu()
 
-FINISH_REASONS = {"stop": "eos", "length": "length"}  # vLLM's -> the contract's (only stop_token_ids stop it)
+FINISH_REASONS = {"stop": "eos", "length": "length"}  # vLLM's -> the contract's (stop_token_ids: the EOS ids)
+
+
+# vLLM ends a request "error" when its structured output's grammar refuses a token the request sampled (the scheduler
+# logs "grammar rejected tokens ... Terminating request"): the decode call fails with this text
+GRAMMAR_TERMINATED = "vLLM terminated a constrained request: its grammar refused a sampled token"
+
+
+def finish_reason(completion, constrained: bool = False) -> str:  # noqa: ANN001 - vLLM's CompletionOutput
+    """The contract's finish reason: vLLM says "stop" for a stop token and a stop string alike, and names the string
+    it matched in stop_reason."""
+    if completion.finish_reason == "error" and constrained:
+        raise RuntimeError(f"a request ended with finish_reason 'error': {GRAMMAR_TERMINATED}")
+    if completion.finish_reason not in FINISH_REASONS:
+        raise RuntimeError(f"a request ended with finish_reason {completion.finish_reason!r}")
+    if completion.finish_reason == "stop" and isinstance(completion.stop_reason, str):
+        return "stop"
+    return FINISH_REASONS[completion.finish_reason]
+
+
 # the request features SamplingParams takes as they are (the wire's names are vLLM's)
 FEATURE_PARAMETERS = ("repetition_penalty", "frequency_penalty", "presence_penalty", "min_p", "min_tokens")
 # the scoring hook's log-softmax (float64) against vLLM's prompt logprobs (float32) of the same logits: rounding is
@@ -106,7 +126,13 @@ def llm_arguments(config: dict) -> dict:
         "seed": int(config.get("seed", 0)),
         "enforce_eager": bool(config.get("enforce_eager", True)),
         "async_scheduling": False,  # each pass's drafts are then in the scheduler output the recorder reads
-        "skip_tokenizer_init": True,  # requests arrive as token ids; EOS comes from the request
+        # requests arrive as token ids and EOS comes from the request; the tokenizer detokenizes the requests with stop
+        # strings (and only them: the others ask for detokenize=False)
+        "skip_tokenizer_init": False,
+        # JSON schemas constrain to compact JSON, as the harness's contract (StructuredOutput) says: the engine's own
+        # switch, which vLLM reads from here (not from a request) and takes only with a named backend: xgrammar, the
+        # one its default ("auto") picks for regexes, JSON schemas and GBNF grammars
+        "structured_outputs_config": {"backend": "xgrammar", "disable_any_whitespace": True},
         "max_num_seqs": int(config.get("max_num_seqs", 256)),
         "kv_cache_memory_bytes": int(config.get("kv_cache_bytes", 256 * 2**20)),  # small models, small cache
         "disable_log_stats": True,
@@ -289,16 +315,13 @@ class Engine:
                     finished[output.request_id] = output
         outputs = {}
         for request_id in ids:
-            completion = finished[request_id].outputs[0]
-            if completion.finish_reason not in FINISH_REASONS:
-                raise RuntimeError(f"request {request_id} ended with finish_reason {completion.finish_reason!r}")
-            outputs[request_id] = completion
+            outputs[request_id] = finished[request_id].outputs[0]
         tokens = {request_id: [int(t) for t in completion.token_ids] for request_id, completion in outputs.items()}
         steps = self.on_first_worker(take_steps, tokens)
         return [
             {
                 "token_ids": tokens[request_id],
-                "finish_reason": FINISH_REASONS[outputs[request_id].finish_reason],
+                "finish_reason": finish_reason(outputs[request_id], request.get("structured_output") is not None),
                 "steps": steps[request_id],
                 "engine_steps": [step.pop("engine_step") for step in steps[request_id]],
                 "prefill_chunk_ends": self.scheduler.chunk_ends.pop(request_id, []),
@@ -325,12 +348,26 @@ def sampling_params(request: dict, extra_args: dict | None = None):  # noqa: ANN
         max_tokens=int(request["max_new_tokens"]),
         ignore_eos=True,  # only the request's own EOS ids stop it
         stop_token_ids=[int(t) for t in request["eos_token_ids"]],
-        detokenize=False,
+        stop=[str(text) for text in request.get("stop_strings", [])] or None,
+        detokenize=bool(request.get("stop_strings")),  # vLLM reads stop strings in the detokenized text
         extra_args=extra_args,
         **{name: request[name] for name in FEATURE_PARAMETERS if name in request},
         logit_bias={int(token): float(bias) for token, bias in request.get("logit_bias", [])} or None,
         logprobs=request.get("logprobs"),
+        structured_outputs=structured_outputs(request.get("structured_output")),
     )
+
+
+def structured_outputs(constraint: dict | None):  # noqa: ANN201 - vLLM's StructuredOutputsParams
+    """vLLM's structured outputs for the wire's constraint: a regex, a JSON schema, a grammar (GBNF, which vLLM's
+    default xgrammar backend reads as it is)."""
+    if constraint is None:
+        return None
+    from vllm.sampling_params import StructuredOutputsParams
+
+    field = {"regex": "regex", "json_schema": "json", "gbnf": "grammar"}[constraint["kind"]]
+    spec = json.loads(constraint["spec"]) if constraint["kind"] == "json_schema" else str(constraint["spec"])
+    return StructuredOutputsParams(**{field: spec})
 
 
 def token_logprobs(completion, top: int) -> list:  # noqa: ANN001 - vLLM's CompletionOutput

@@ -4,7 +4,8 @@
 Each predicate accepts only what its bug can produce, so that a different bug in the same test fails:
 - the CPU expand kernel: a rejected sampling case whose first output token follows the target (the plain sampler
   draws it with the request's own parameters; only the rejection sampler reads the garbage), a seeded request whose
-  output changes with its batch, or the out-of-bounds top-k crash. How far the law moves depends on what the
+  output changes with its batch, the out-of-bounds top-k crash, or a constrained request vLLM terminates because its
+  grammar refuses the token the rejection sampler drew. How far the law moves depends on what the
   uninitialised memory holds, so another sampling bug of the rejection sampler would look the same in the record:
   the run beneath the fixes (--engine-fixes) is what judges vLLM's rejection sampler and its per-request randomness;
 - the drafter skip: the passes vLLM's per-batch condition skips, predicted from the engine steps (the pass after
@@ -32,6 +33,7 @@ from typing import Any
 
 from harness.subjects.engines.findings import FailedCase
 
+GRAMMAR_TERMINATED = "vLLM terminated a constrained request: its grammar refused a sampled token"  # vllm/server.py
 OUT_OF_BOUNDS = re.compile(r"index -?\d+ is out of bounds for dimension \d+ with size \d+")
 DRAFTER_SKIP = "vllm-drafter-skipped-for-the-whole-batch-near-max-model-len"
 POSITION_ZERO = "vllm-mtp-zeroes-the-token-embedding-at-position-0"
@@ -43,7 +45,9 @@ CHUNK_END_TOKEN = "vllm-mtp-chunked-prefill-feeds-the-last-prompt-token-at-every
 
 
 def sampled_with_garbage_parameters(case: FailedCase) -> bool:
-    """The out-of-bounds top-k crash; a rejected sampling case whose first output token is not rejected (a law case
+    """The out-of-bounds top-k crash; a constrained sampled request vLLM terminated because its grammar refused the
+    token the rejection sampler drew from the garbage-processed law (vllm/server.py GRAMMAR_TERMINATED: the watched
+    tests all sample); a rejected sampling case whose first output token is not rejected (a law case
     is two tokens long and its cells do not separate the first: any rejection); or a seeded sampled request whose
     output changes with its batch (its record present: the sampling parameters are read from uninitialised memory,
     which differs from batch to batch), or with its schedule or engine (a `repeat` record of a sampled request).
@@ -54,7 +58,7 @@ def sampled_with_garbage_parameters(case: FailedCase) -> bool:
     vLLM's plain sampler with the request's own parameters, so a whole-sequence case rejected at output position 0
     is another bug. The record cannot tell this bug from another bug of the rejection sampler or of per-request
     randomness: the run beneath the fixes judges those."""
-    if OUT_OF_BOUNDS.search(case.message):
+    if OUT_OF_BOUNDS.search(case.message) or GRAMMAR_TERMINATED in case.message:
         return True
     sampling = case.records.get("sampling")
     if sampling:
