@@ -19,7 +19,7 @@ from typing import Any
 
 from harness.checks.feature_cases import processed_along
 from harness.checks.feature_grid import PAIRS, WORDS
-from harness.contract.decoder import Decoder, DecodeRequest, SamplingConfig, StructuredOutput
+from harness.contract.decoder import Decoder, DecodeRequest, DecodeResult, SamplingConfig, StructuredOutput
 from harness.contract.seeds import SEED_MODULUS
 from harness.decoding.sampling import process_logits
 from harness.models.loading import ModelBundle
@@ -45,6 +45,8 @@ class FeatureLawCase:
     eos_from_plain: tuple[int, ...] = ()
     forced: dict[int, int] = field(default_factory=dict)
     structured_output: StructuredOutput | None = None
+    n: int = 1  # n > 1: the law of the samples' first tokens, (x_1 of sample 0, x_1 of sample 1), is p_1 x p_1
+    sample: int | None = None  # n > 1: this sample's first tokens instead, against the request's own law
 
 
 def law_cases() -> list[FeatureLawCase]:
@@ -133,6 +135,25 @@ def law_cases() -> list[FeatureLawCase]:
             "greedy",
             structured_output=PAIRS,
         ),
+        FeatureLawCase(
+            "law-T1.0-n-2-k2-greedy-natural-02",
+            ("n",),
+            "natural-02",
+            {"temperature": 1.0},
+            2,
+            "greedy",
+            n=2,  # two samples of one request: each a draw of the target's law, independent of the other
+        ),
+        FeatureLawCase(
+            "law-T1.0-n-3-sample-2-k2-greedy-natural-02",
+            ("n",),
+            "natural-02",
+            {"temperature": 1.0},
+            2,
+            "greedy",
+            n=3,
+            sample=2,  # the last of three samples, its first two tokens: drafted, verified, as a request of its own
+        ),
     ]
 
 
@@ -163,6 +184,7 @@ def case_request(
         eos_token_ids=(*eos, *extra_eos),
         forced_drafts=forced,
         structured_output=case.structured_output,
+        n=case.n,
     )
 
 
@@ -174,8 +196,14 @@ def after_temperature_only(sampling: SamplingConfig) -> SamplingConfig:
 
 
 def feature_law(bundle: ModelBundle, request: DecodeRequest) -> TargetLaw:
-    """The exact law of the request's first LAW_LENGTH tokens under its features (the module docstring)."""
+    """The exact law of the request's first LAW_LENGTH tokens under its features (the module docstring); with n
+    samples, of the first tokens of samples 0 and 1: P(a, b) = p_1(a) p_1(b), independent draws."""
     post = after_temperature_only(request.sampling)
+    if request.n > 1:
+        _, processed = processed_along(bundle, request, [()])
+        first = process_logits(processed[:, -1], post).double()[0]
+        listed = [(token, float(first[token])) for token in first.nonzero().squeeze(-1).tolist()]
+        return enumerate_law(lambda prefixes: [(listed, 0.0)] * len(prefixes), set(), 2, PRUNE_MASS)
 
     def next_laws(prefixes: Sequence[tuple[int, ...]]) -> Iterable[tuple[Iterable[tuple[int, float]], float]]:
         for start in range(0, len(prefixes), CHUNK):
@@ -200,16 +228,36 @@ _LAWS: dict[tuple[int, DecodeRequest], TargetLaw] = {}
 
 
 def run_law_case(
-    decoder: Decoder, bundle: ModelBundle, request: DecodeRequest, case_id: str, n: int, seed: int
+    decoder: Decoder,
+    bundle: ModelBundle,
+    request: DecodeRequest,
+    case_id: str,
+    n: int,
+    seed: int,
+    sample: int | None = None,
 ) -> FeatureLawOutcome:
-    """n samples of `request` through the decoder (request i seeded seed + i) against its exact law (memoised)."""
-    key = (id(bundle), replace(request, seed=0))
+    """n samples of `request` through the decoder (request i seeded seed + i) against its exact law (memoised); with
+    `sample`, that sample of each n-sample request against the one-sample request's law."""
+    judged = request if sample is None else replace(request, n=1)
+    key = (id(bundle), replace(judged, seed=0))
     if key not in _LAWS:
-        _LAWS[key] = feature_law(bundle, request)
+        _LAWS[key] = feature_law(bundle, judged)
     law = _LAWS[key]
     requests = [replace(request, seed=(seed + i) % SEED_MODULUS) for i in range(n)]
-    cells = [law.cell_of(result.token_ids) for result in decoder.decode(requests)]
+    cells = [law.cell_of(observed(request, result, sample)) for result in decoder.decode(requests)]
     return FeatureLawOutcome(case_id, law, goodness_of_fit({**law.cells, OTHER: law.other}, cells, OTHER))
+
+
+def observed(request: DecodeRequest, result: DecodeResult, sample: int | None = None) -> tuple[int, ...]:
+    """What a law case's cells read of a result: its tokens; with n samples the first token of samples 0 and 1, or
+    sample `sample`'s tokens."""
+    if request.n == 1:
+        return result.token_ids
+    if len(result.samples) != request.n:
+        raise AssertionError(f"a request for n = {request.n} samples came back with {len(result.samples)}")
+    if sample is not None:
+        return result.samples[sample].token_ids
+    return tuple(drawn.token_ids[0] for drawn in result.samples[:2])
 
 
 def seed_of(case_id: str) -> int:

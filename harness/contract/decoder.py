@@ -14,7 +14,7 @@ import math
 import numbers
 import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Literal, Protocol, runtime_checkable
 
@@ -25,6 +25,7 @@ from harness.contract.errors import HarnessError
 DraftMode = Literal["greedy", "sample"]
 FinishReason = Literal["eos", "length", "stop"]
 MAX_DRAFT_TOKENS = 8
+MAX_SAMPLES = 16  # the most samples (n) one request may ask for
 MAX_LOGPROBS = 20  # the most top tokens a request may ask for at each position (OpenAI's and vLLM's default limit)
 
 
@@ -196,6 +197,8 @@ class DecodeRequest:
         the sequences (harness/decoding/stops.py). Reading text needs the tokenizer: engines detokenize.
     structured_output: None, or the StructuredOutput every output must satisfy (a prefix of a match where it ends by
         length), masked at every position, drafts and the target's own tokens alike.
+    n: how many samples of the request to draw (1..16; more than 1 only when sampling): sample i is the request with
+        n = 1 and seed + i (vLLM's and llama.cpp's fan-out), drawn independently; DecodeResult.samples holds them.
     logprobs: None, or how many of the most likely tokens to report at every output position besides the output's
         own (DecodeResult.logprobs): the target's raw log-probabilities, log_softmax of its logits before any
         processing (vLLM's default `raw_logprobs`), whichever pass emitted the token.
@@ -214,6 +217,7 @@ class DecodeRequest:
     stop_sequences: tuple[tuple[int, ...], ...] = ()
     stop_strings: tuple[str, ...] = ()
     structured_output: StructuredOutput | None = None
+    n: int = 1
     logprobs: int | None = None
 
     def __post_init__(self) -> None:
@@ -253,6 +257,9 @@ class DecodeRequest:
             raise InvalidRequest(f"structured_output must be a StructuredOutput, got {self.structured_output!r}")
         if self.structured_output is not None and not self.eos_token_ids:
             raise InvalidRequest("structured_output needs eos_token_ids: a finished match ends the output with an EOS")
+        object.__setattr__(self, "n", integer("n", self.n, 1, MAX_SAMPLES))
+        if self.n > 1 and self.sampling.is_greedy:
+            raise InvalidRequest(f"n = {self.n} needs sampling (temperature > 0): greedy samples are all the same")
         if self.logprobs is not None:
             object.__setattr__(self, "logprobs", integer("logprobs", self.logprobs, 0, MAX_LOGPROBS))
 
@@ -347,6 +354,19 @@ class DecodeResult:
     engine_steps: tuple[int, ...] = field(default=(), compare=False)
     step_facts: Mapping[str, tuple[int, ...]] = field(default_factory=dict, compare=False)  # a dict: it pickles
     logprobs: tuple[TokenLogprobs | None, ...] = field(default=(), compare=False)
+    samples: tuple[DecodeResult, ...] = ()  # a request with n > 1: its n samples (its own fields are sample 0's)
+
+
+def sample_requests(request: DecodeRequest) -> list[DecodeRequest]:
+    """The n one-sample requests a request with n samples stands for: sample i is seeded seed + i."""
+    if request.n == 1:
+        return [request]
+    return [replace(request, n=1, seed=(request.seed + i) % (2**63 - 1)) for i in range(request.n)]
+
+
+def with_samples(results: Sequence[DecodeResult]) -> DecodeResult:
+    """One request's result from its samples' (sample_requests): sample 0's fields, and all of them."""
+    return results[0] if len(results) == 1 else replace(results[0], samples=tuple(results))
 
 
 @runtime_checkable

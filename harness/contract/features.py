@@ -26,6 +26,7 @@ FEATURES: dict[str, str] = {
     "structured_json_schema": "structured_output (JSON schema): every output token keeps the text a prefix of an "
     "instance",
     "structured_gbnf": "structured_output (GBNF grammar): every output token keeps the text a prefix of a sentence",
+    "n": "n: several samples of one request, sample i seeded seed + i, each an independent draw of the target's law",
     "logprobs": "logprobs: the target's raw log-probabilities of each output token and its top tokens",
 }
 
@@ -46,6 +47,7 @@ def requested_features(request: DecodeRequest) -> frozenset[str]:
             f"structured_{kind}": request.structured_output is not None and request.structured_output.kind == kind
             for kind in STRUCTURED_KINDS
         },
+        "n": request.n > 1,
         "logprobs": request.logprobs is not None,
     }
     return frozenset(name for name, is_used in used.items() if is_used)

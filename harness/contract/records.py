@@ -414,6 +414,7 @@ class FeatureOutputRecord(TypedDict):
     min_tokens: int
     eos_token_ids: list[int]
     stop_sequences: list[list[int]]
+    constraint: NotRequired[str]  # a structured output: "kind: spec"
     forced_drafts: dict[str, int]
     expected: list[int]
     actual: list[int]

@@ -15,7 +15,9 @@ from harness.contract.decoder import (
     SamplingConfig,
     TokenLogprobs,
     VerifyStep,
+    sample_requests,
     validate_for_model,
+    with_samples,
 )
 from harness.decoding.grammar import Grammar
 from harness.decoding.processors import TokenHistory, history_of_sequences
@@ -286,19 +288,30 @@ def decode_in_groups(
     max_context: int,
     group_key: Callable[[DecodeRequest], Hashable],
     decode_group: Callable[[list[DecodeRequest], list[int]], list[DecodeResult]],
+    samples: SamplesRule = sample_requests,
 ) -> list[DecodeResult]:
     """Validate every request, decode requests that share `group_key` as one batch, return results in order.
-    decode_group(requests, their indices in the input) -> their results."""
+    decode_group(requests, their indices in the input) -> their results. A request with n samples is decoded as the n
+    one-sample requests `samples` makes of it (each row indexed by its request), its result holding them all."""
     for index, request in enumerate(requests):
         validate_for_model(request, vocab_size, max_context, index)
+    rows = [(index, row) for index, request in enumerate(requests) for row in samples(request)]
     groups: dict[Hashable, list[int]] = {}
-    for index, request in enumerate(requests):
-        groups.setdefault(group_key(request), []).append(index)
-    results: list[DecodeResult | None] = [None] * len(requests)
-    for indices in groups.values():
-        for index, result in zip(indices, decode_group([requests[i] for i in indices], indices), strict=True):
-            results[index] = result
-    return results  # type: ignore[return-value]
+    for flat, (_, row) in enumerate(rows):
+        groups.setdefault(group_key(row), []).append(flat)
+    results: list[DecodeResult | None] = [None] * len(rows)
+    for flats in groups.values():
+        decoded = decode_group([rows[flat][1] for flat in flats], [rows[flat][0] for flat in flats])
+        for flat, result in zip(flats, decoded, strict=True):
+            results[flat] = result
+    per_request: list[list[DecodeResult]] = [[] for _ in requests]
+    for (index, _), result in zip(rows, results, strict=True):
+        per_request[index].append(result)  # type: ignore[arg-type]
+    return [with_samples(sampled) for sampled in per_request]
+
+
+# (a request) -> the one-sample requests its n samples are drawn as
+SamplesRule = Callable[[DecodeRequest], list[DecodeRequest]]
 
 
 def prefill_inputs(state: BatchState) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

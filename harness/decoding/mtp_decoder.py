@@ -26,12 +26,20 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from harness.contract.decoder import DecodeRequest, DecodeResult, PassObserver, PassSnapshot, SamplingConfig
+from harness.contract.decoder import (
+    DecodeRequest,
+    DecodeResult,
+    PassObserver,
+    PassSnapshot,
+    SamplingConfig,
+    sample_requests,
+)
 from harness.contract.features import FEATURES
 from harness.contract.seeds import derive_seed, generator
 from harness.decoding.acceptance import AcceptanceRule, PassPlace, greedy_accept, speculative_accept
 from harness.decoding.batch import (
     BatchState,
+    SamplesRule,
     StopRule,
     decode_in_groups,
     prefill_inputs,
@@ -116,6 +124,7 @@ class MTPDecoder:
         stop_sequence_rule: StopsRule = stop_at_first_stop,
         logprob_rule: LogprobRule = the_targets_logprobs,
         grammar_rule: GrammarRule = mask_logits,
+        samples_rule: SamplesRule = sample_requests,
     ) -> None:
         self.bundle = bundle
         self.proposer = proposer
@@ -130,6 +139,7 @@ class MTPDecoder:
         self.stop_sequence_rule = stop_sequence_rule
         self.logprob_rule = logprob_rule
         self.grammar_rule = grammar_rule
+        self.samples_rule = samples_rule
 
     @torch.no_grad()
     def decode(self, requests: Sequence[DecodeRequest]) -> list[DecodeResult]:
@@ -139,6 +149,7 @@ class MTPDecoder:
             self.bundle.max_context,
             lambda r: (r.num_draft_tokens, r.draft_mode, r.sampling),
             lambda group, indices: _Batch(self, group, indices).run(),
+            samples=self.samples_rule,
         )
 
 

@@ -533,7 +533,8 @@ def _feature_output_cells(output: dict) -> dict[str, str]:
     got = f"{actual[index] if index < len(actual) else 'the end'}"
     where = next((s for s in output["steps"] if s["start"] <= index < s["start"] + len(s["emitted"])), None)
     return {
-        "request": f"{output['settings']}; min_tokens {output['min_tokens']}; EOS ids {output['eos_token_ids']}",
+        "request": f"{output['settings']}; min_tokens {output['min_tokens']}; EOS ids {output['eos_token_ids']}"
+        + (f"; constrained to {output['constraint']}" if output.get("constraint") else ""),
         "what went wrong": f"output parts at {index}: expected {at}, got {got} (finish {output['finish_reason']}, "
         f"expected {output['expected_finish_reason']})",
         "pass there": "" if where is None else _pass_in_words(where),

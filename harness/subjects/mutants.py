@@ -11,7 +11,7 @@ from dataclasses import replace
 
 import torch
 
-from harness.contract.decoder import SamplingConfig
+from harness.contract.decoder import DecodeRequest, SamplingConfig
 from harness.contract.suites import CATALOGUE_SUITES
 from harness.decoding.acceptance import PassPlace, accepted_prefix, greedy_accept, residual, speculative_accept
 from harness.decoding.batch import BatchState, stop_at_first_eos
@@ -589,3 +589,15 @@ def grammar_skips_the_correction(bundle: ModelBundle) -> MTPDecoder:
     """Bug class 23 (structured output under speculation, vLLM and SGLang): the grammar mask applied to the drafts but
     not to the token the target emits itself (grammar_on_the_drafts_only)."""
     return MTPDecoder(bundle, grammar_rule=grammar_on_the_drafts_only)
+
+
+def samples_sharing_the_seed(request: DecodeRequest) -> list[DecodeRequest]:
+    """A request's n samples all drawn with the request's own seed: n copies of one draw."""
+    return [replace(request, n=1)] * request.n
+
+
+@mutant("samples-share-the-seed", "features")
+def samples_share_the_seed(bundle: ModelBundle) -> MTPDecoder:
+    """Bug class 24 (n > 1 under speculation): every sample of a request seeded alike, so its n samples are one draw
+    repeated (samples_sharing_the_seed)."""
+    return MTPDecoder(bundle, samples_rule=samples_sharing_the_seed)

@@ -67,6 +67,11 @@ def test_greedy_output_under_the_feature(
         "min_tokens": request.sampling.min_tokens,
         "eos_token_ids": list(request.eos_token_ids),
         "stop_sequences": [list(stop) for stop in request.stop_sequences],
+        **(
+            {"constraint": f"{request.structured_output.kind}: {request.structured_output.spec}"}
+            if request.structured_output
+            else {}
+        ),
         "forced_drafts": {str(position): token for position, token in request.forced_drafts.items()},
         "expected": list(reference.token_ids),
         "actual": list(result.token_ids),

@@ -57,9 +57,8 @@ class FeatureLawFamily:
             self.bundle.eos_token_ids,
         )
         try:
-            return run_law_case(
-                self.decoder, self.bundle, request, case_id, self.n, session_shifted(seed_of(case_id), self.seed)
-            )
+            seed = session_shifted(seed_of(case_id), self.seed)
+            return run_law_case(self.decoder, self.bundle, request, case_id, self.n, seed, case.sample)
         except Exception as error:  # the other cases still run; this one fails with its error
             return pickle_safe(error)
 

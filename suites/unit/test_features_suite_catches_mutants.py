@@ -18,6 +18,7 @@ CATCHES = (
     ("min-tokens-ignored-inside-a-run", "test_feature_greedy.py", "min-tokens-unmet", "DIVERGENCE"),
     ("grammar-skips-the-correction", "test_feature_greedy.py", "grammar-regex and reject", "DIVERGENCE"),
     ("grammar-skips-the-correction", "test_feature_laws.py", "grammar-regex", "do not follow the law"),
+    ("samples-share-the-seed", "test_feature_laws.py", "n-2", "do not follow the law"),
 )
 IDS = [f"{mutant}-{file.removesuffix('.py')}-{selection.replace(' ', '-')}" for mutant, file, selection, _ in CATCHES]
 FEATURE_MUTANTS = {mutant for mutant, *_ in CATCHES}

@@ -16,6 +16,8 @@ from harness.contract.decoder import (
     SamplingConfig,
     StructuredOutput,
     TokenLogprobs,
+    sample_requests,
+    with_samples,
 )
 from harness.contract.features import FEATURES, cannot_serve_features, refuse_unserved, requested_features
 from harness.decoding.processors import (
@@ -234,3 +236,19 @@ def test_a_token_an_engine_gave_no_logprobs_for_travels_as_null_and_is_judged_mi
 
     verbose = {"completion_probabilities": [{"id": 7, "logprob": -0.5, "top_logprobs": [{"id": 7, "logprob": -0.5}]}]}
     assert token_logprobs(verbose, [6, 7, 8], 1) == [None, [7, -0.5, [[7, -0.5]]], None]
+
+
+def test_n_samples_stop_at_the_door_when_greedy_or_too_many():
+    with pytest.raises(InvalidRequest, match="needs sampling"):
+        DecodeRequest((1, 2), 3, n=2)
+    with pytest.raises(InvalidRequest, match="n must be"):
+        DecodeRequest((1, 2), 3, sampling=SamplingConfig(1.0), n=17)
+
+
+def test_a_request_for_n_samples_stands_for_n_requests_seeded_seed_plus_i():
+    request = DecodeRequest((1, 2), 3, sampling=SamplingConfig(1.0), seed=7, n=3)
+    assert [(r.n, r.seed) for r in sample_requests(request)] == [(1, 7), (1, 8), (1, 9)]
+    results = [DecodeResult((i,), (), "length") for i in range(3)]
+    gathered = with_samples(results)
+    assert gathered.token_ids == (0,) and gathered.samples == tuple(results)
+    assert with_samples(results[:1]) == results[0] and not results[0].samples

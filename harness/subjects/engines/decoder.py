@@ -25,6 +25,7 @@ from harness.decoding.batch import decode_in_groups
 from harness.subjects.engines.batch_steps import StepFact, with_step_facts
 from harness.subjects.engines.environments import flavour_of
 from harness.subjects.engines.process import EngineError, EnginePool, EngineProcess
+from harness.subjects.engines.wire import EngineProtocolError
 
 if TYPE_CHECKING:
     from harness.models.loading import ModelBundle
@@ -127,9 +128,19 @@ class EngineDecoder:
         self.check_requests(requests)
 
         def decode_group(group: list[DecodeRequest], indices: list[int]) -> list[DecodeResult]:
-            return with_step_facts(group, self.process(self.engine_key(group[0])).decode(group), self.step_facts)
+            results = self.process(self.engine_key(group[0])).decode(group)
+            for index, request, result in zip(indices, group, results, strict=True):
+                if request.n > 1 and len(result.samples) != request.n:
+                    raise EngineProtocolError(
+                        f"engine {self.name}, request {index}: asked for n = {request.n} samples, got "
+                        f"{len(result.samples)}"
+                    )
+            return with_step_facts(group, results, self.step_facts)
 
-        return decode_in_groups(requests, self.bundle.vocab_size, self.context_limit, self.engine_key, decode_group)
+        # the engine draws a request's n samples itself (no fan-out here: its own is under test)
+        return decode_in_groups(
+            requests, self.bundle.vocab_size, self.context_limit, self.engine_key, decode_group, lambda r: [r]
+        )
 
     def call(self, op: str, fields: Mapping[str, object], about: str) -> object:
         """One of the engine's own operations, on its process at k = 1 (without speculation: its only one)."""

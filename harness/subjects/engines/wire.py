@@ -25,7 +25,7 @@ JSON lines over the server's stdin and stdout (one message per line, UTF-8), pro
                "presence_penalty": float, "logit_bias": [[token id, bias]], "min_tokens": int,
                "stop_sequences": [[int]], "stop_strings": [str],
                "structured_output": {"kind": "regex" | "json_schema" | "gbnf", "spec": str} | null,
-               "logprobs": int | null}
+               "n": int (samples: sample i seeded seed + i), "logprobs": int | null}
     result  = {"token_ids": [int], "finish_reason": "eos" | "length" | "stop",
                "steps": [{"start": int, "drafts": [int], "accepted": int, "emitted": [int]}],
                "prefill_chunk_ends": [int] (optional: where the engine ended each prefill chunk but the last),
@@ -33,7 +33,9 @@ JSON lines over the server's stdin and stdout (one message per line, UTF-8), pro
                layer's pairings the engine reports, DecodeResult.hidden_pairings),
                "engine_steps": [int] (optional: the engine step that verified each of `steps`),
                "logprobs": [[token id, logprob, [[token id, logprob], ...]] | null] (where the request asked for them:
-               one entry per output token, its raw logprob and the top tokens', null where the engine gave none)}
+               one entry per output token, its raw logprob and the top tokens', null where the engine gave none),
+               "samples": [result] (where the request asked for n > 1: the n samples' results, in order; the
+               result's own fields are sample 0's)}
 
 The fields are those of harness.contract.decoder's DecodeRequest / DecodeResult; num_draft_tokens and draft_mode are
 engine configuration (an engine process serves one k and one draft mode), not request fields.
@@ -80,6 +82,7 @@ def request_message(request: DecodeRequest) -> dict:
         "stop_sequences": [list(stop) for stop in request.stop_sequences],
         "stop_strings": list(request.stop_strings),
         "structured_output": structured_message(request.structured_output),
+        "n": request.n,
         "logprobs": request.logprobs,
     }
 
@@ -117,6 +120,7 @@ def parse_request(message: Mapping, num_draft_tokens: int, draft_mode: DraftMode
         stop_sequences=message.get("stop_sequences", ()),
         stop_strings=message.get("stop_strings", ()),
         structured_output=parse_structured(message.get("structured_output")),
+        n=message.get("n", 1),
         logprobs=message.get("logprobs"),
     )
 
@@ -131,6 +135,7 @@ def result_message(result: DecodeResult) -> dict:
         "hidden_pairings": hidden_pairing_records(result.hidden_pairings),
         "engine_steps": list(result.engine_steps),
         "logprobs": logprob_records(result.logprobs),
+        **({"samples": [result_message(sample) for sample in result.samples]} if result.samples else {}),
     }
 
 
@@ -200,7 +205,16 @@ def parse_result(message: object, where: str) -> DecodeResult:
         _pairings(message, where),
         tuple(engine_steps),
         logprobs=logprobs,
+        samples=_samples(message, where),
     )
+
+
+def _samples(message: Mapping, where: str) -> tuple[DecodeResult, ...]:
+    """The optional samples of a request with n > 1, each a result of its own (sample 0 equal to the result)."""
+    raw = message.get("samples", [])
+    if not isinstance(raw, list):
+        raise EngineProtocolError(f"{where}: samples must be a list of results")
+    return tuple(parse_result(sample, f"{where}, sample {index}") for index, sample in enumerate(raw))
 
 
 def _pairings(message: Mapping, where: str) -> tuple:

@@ -74,6 +74,8 @@ class LlamaCppDecoder(EngineDecoder):
             "stop_sequences": "llama.cpp stops on strings (`stop`), not on token sequences",
             "structured_regex": "llama.cpp's server constrains output by GBNF grammars and JSON schemas, not by "
             "regular expressions",
+            "n": "the harness's llama.cpp package does not pass n_cmpl on yet: llama.cpp runs the extra samples on "
+            "other slots, whose passes the harness would have to read from its log slot by slot",
             "structured_json_schema": "llama.cpp turns a JSON schema into GBNF with whitespace of its own "
             '(`space ::= | " " | "\\n"{1,2} [ \\t]{0,20}`, common/json-schema-to-grammar.cpp), not compact JSON',
         }

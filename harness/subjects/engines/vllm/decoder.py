@@ -49,7 +49,7 @@ class VLLMDecoder(EngineDecoder):
     engine_features = frozenset(
         {
             *("repetition_penalty", "frequency_penalty", "presence_penalty", "min_tokens", "stop_strings", "logprobs"),
-            *("structured_regex", "structured_json_schema", "structured_gbnf"),
+            *("structured_regex", "structured_json_schema", "structured_gbnf", "n"),
         }
     )
     why_no_feature = MappingProxyType(

@@ -45,6 +45,9 @@ CPU_EXPAND_KERNEL = Finding(
             f"{FEATURE_LAWS}[*]",
         )
     },
+    # the n-samples pair case reads each sample's first token only, which vLLM's plain sampler draws with the request's
+    # own parameters: the garbage reaches the rejection sampler, from the second token on
+    passing={"*": (f"{FEATURE_LAWS}[law-T1.0-n-2-*]",)},
     signature="a rejected sampling case whose first output token follows the target's law (vLLM's plain sampler "
     "draws it with the request's own parameters; the garbage reaches only the rejection sampler, and moves the law by "
     "any amount), a seeded sampled request whose output changes with its batch, its schedule or its engine, the "

@@ -23,6 +23,15 @@ request: their extra_args are read as requests arrive (`runner.add_requests`).
 from __future__ import annotations
 
 HARNESS_KEY = "mtp_harness"  # extra_args key of a harness request: {"key": ..., "forced": {position: token}}
+# (with n samples also "seed" and "n": vLLM fans the request out into n children sharing its extra_args, child i
+# seeded seed + i (vllm/v1/engine/parallel_sampling.py), and each child's passes are kept under sample_key)
+
+
+def sample_key(key: str, index: int) -> str:
+    """The key of sample `index` of a request asking for n > 1 samples."""
+    return f"{key}#{index}"
+
+
 NEG_INF = float("-inf")
 
 
@@ -52,8 +61,15 @@ class StepRecorder:
         """A request's SamplingParams.extra_args (the harness's and the scoring hook's keys)."""
         raise NotImplementedError
 
+    def request_seed(self, req_id: str) -> int | None:
+        """The seed of a request's own SamplingParams (a child of an n-sample request: the parent's seed + index)."""
+        raise NotImplementedError
+
     def harness_args(self, req_id: str) -> dict | None:
-        return self.extra_args(req_id).get(HARNESS_KEY)
+        args = self.extra_args(req_id).get(HARNESS_KEY)
+        if not args or args.get("n", 1) == 1:
+            return args
+        return {**args, "key": sample_key(args["key"], int(self.request_seed(req_id)) - int(args["seed"]))}
 
     def batch_args(self, req_ids: list[str]) -> list[dict | None]:
         """harness_args of each request of a pass, looked up once per request while it stays in the batch (a
@@ -145,6 +161,9 @@ class RunnerV1Recorder(StepRecorder):
         state = self.runner.requests.get(req_id)
         return getattr(getattr(state, "sampling_params", None), "extra_args", None) or {}
 
+    def request_seed(self, req_id: str) -> int | None:
+        return getattr(getattr(self.runner.requests.get(req_id), "sampling_params", None), "seed", None)
+
     def record(self, sampled) -> None:  # noqa: ANN001 - torch.Tensor [num_reqs, max_spec_len + 1], -1 = none
         self.engine_step += 1
         rows = sampled.tolist()
@@ -180,6 +199,7 @@ class RunnerV2Recorder(StepRecorder):
     def __init__(self) -> None:
         super().__init__()
         self.arrived: dict[str, dict] = {}  # vLLM request id -> its extra_args (a resumed request arrives again)
+        self.arrived_seeds: dict[str, int | None] = {}  # vLLM request id -> its SamplingParams' seed
 
     def install(self, worker) -> None:  # noqa: ANN001 - vLLM's worker (wrapper)
         runner = worker.model_runner
@@ -189,6 +209,7 @@ class RunnerV2Recorder(StepRecorder):
         def noted_add_requests(scheduler_output):  # noqa: ANN001
             for new in scheduler_output.scheduled_new_reqs:
                 self.arrived[new.req_id] = getattr(new.sampling_params, "extra_args", None) or {}
+                self.arrived_seeds[new.req_id] = getattr(new.sampling_params, "seed", None)
             return add_requests(scheduler_output)
 
         def recorded_sample(hidden_states, input_batch, grammar_output):  # noqa: ANN001
@@ -254,8 +275,13 @@ class RunnerV2Recorder(StepRecorder):
                 draft_logits[slot, draft_step].fill_(NEG_INF)
                 draft_logits[slot, draft_step, forced] = 0.0
 
+    def request_seed(self, req_id: str) -> int | None:
+        return self.arrived_seeds.get(req_id)
+
     def take_steps(self, key: str, tokens: list[int]) -> list[dict]:
-        self.arrived = {req_id: extra for req_id, extra in self.arrived.items() if _key(extra) != key}
+        request = key.split("#")[0]  # a sample's passes: its request's arrivals go (the samples are taken together)
+        self.arrived = {req_id: extra for req_id, extra in self.arrived.items() if _key(extra) != request}
+        self.arrived_seeds = {req_id: seed for req_id, seed in self.arrived_seeds.items() if req_id in self.arrived}
         return super().take_steps(key, tokens)
 
 

@@ -34,9 +34,9 @@ import os
 import sys
 
 if __package__:  # imported by the harness (llm_arguments for the reproducer, the scheduler watch's unit test)
-    from harness.subjects.engines.vllm.recorder import HARNESS_KEY
+    from harness.subjects.engines.vllm.recorder import HARNESS_KEY, sample_key
 else:  # run as the server script in vLLM's environment, beside recorder.py
-    from recorder import HARNESS_KEY
+    from recorder import HARNESS_KEY, sample_key
 
 # Set by an Engine of Model Runner V2 on a CPU: vLLM's CPU platform starts its tensor- or pipeline-parallel workers
 # with multiprocessing's spawn (vllm/platforms/cpu.py), which runs this script again in each worker as __mp_main__
@@ -304,8 +304,10 @@ class Engine:
         ids = []
         for index, request in enumerate(requests):
             request_id = f"b{self.batches}-r{index}"
-            harness = {HARNESS_KEY: {"key": request_id, "forced": request.get("forced_drafts", {})}}
-            params = sampling_params(request, harness)
+            forced = request.get("forced_drafts", {})
+            n = int(request.get("n", 1))
+            args = {"key": request_id, "forced": forced, **({"seed": int(request["seed"]), "n": n} if n > 1 else {})}
+            params = sampling_params(request, {HARNESS_KEY: args})
             engine.add_request(request_id, {"prompt_token_ids": [int(t) for t in request["prompt_ids"]]}, params)
             ids.append(request_id)
         finished = {}
@@ -313,34 +315,50 @@ class Engine:
             for output in engine.step():
                 if output.finished:
                     finished[output.request_id] = output
-        outputs = {}
-        for request_id in ids:
-            outputs[request_id] = finished[request_id].outputs[0]
-        tokens = {request_id: [int(t) for t in completion.token_ids] for request_id, completion in outputs.items()}
+        # each request's completions in sample order, under the keys the recorder kept their passes by
+        samples = {}
+        for request_id, request in zip(ids, requests, strict=True):
+            completions = sorted(finished[request_id].outputs, key=lambda completion: completion.index)
+            if int(request.get("n", 1)) == 1:
+                samples[request_id] = {request_id: completions[0]}
+            else:
+                samples[request_id] = {sample_key(request_id, c.index): c for c in completions}
+        tokens = {
+            key: [int(t) for t in completion.token_ids]
+            for completions in samples.values()
+            for key, completion in completions.items()
+        }
         steps = self.on_first_worker(take_steps, tokens)
-        return [
-            {
-                "token_ids": tokens[request_id],
-                "finish_reason": finish_reason(outputs[request_id], request.get("structured_output") is not None),
-                "steps": steps[request_id],
-                "engine_steps": [step.pop("engine_step") for step in steps[request_id]],
-                "prefill_chunk_ends": self.scheduler.chunk_ends.pop(request_id, []),
-                **(
-                    {"logprobs": token_logprobs(outputs[request_id], int(request["logprobs"]))}
-                    if request.get("logprobs") is not None
-                    else {}
-                ),
-            }
-            for request_id, request in zip(ids, requests, strict=True)
-        ]
+        results = []
+        for request_id, request in zip(ids, requests, strict=True):
+            constrained = request.get("structured_output") is not None
+            sampled = [
+                {
+                    "token_ids": tokens[key],
+                    "finish_reason": finish_reason(completion, constrained),
+                    "steps": steps[key],
+                    "engine_steps": [step.pop("engine_step") for step in steps[key]],
+                    "prefill_chunk_ends": self.scheduler.chunk_ends.pop(request_id, []),
+                    **(
+                        {"logprobs": token_logprobs(completion, int(request["logprobs"]))}
+                        if request.get("logprobs") is not None
+                        else {}
+                    ),
+                }
+                for key, completion in samples[request_id].items()
+            ]
+            results.append({**sampled[0], "samples": sampled} if len(sampled) > 1 else sampled[0])
+        return results
 
 
 def sampling_params(request: dict, extra_args: dict | None = None):  # noqa: ANN201 - vLLM's SamplingParams
     """vLLM's SamplingParams for a wire request (and the harness's extra_args; generate_alone.py passes none)."""
     from vllm import SamplingParams
+    from vllm.sampling_params import RequestOutputKind
 
     return SamplingParams(
-        n=1,
+        n=int(request.get("n", 1)),  # vLLM fans n samples out itself, sample i seeded seed + i
+        output_kind=RequestOutputKind.FINAL_ONLY,  # LLM.generate's: a request's outputs once, all its samples in it
         temperature=float(request["temperature"]),
         top_k=int(request["top_k"]),
         top_p=float(request["top_p"]),
