@@ -97,12 +97,13 @@ def logprobs_record(seed: int, result: DecodeResult, mismatches: list[LogprobMis
 
 def greedy_pass_problems(result: DecodeResult, forced: Mapping[int, int]) -> list[str]:
     """A greedy pass accepts a draft exactly when it is the output's token there; a proposed forced draft is the
-    forced token. The one latitude: a draft equal to the EOS that ends the output may be reported as the target's own
-    token (llama.cpp stops accepting at an EOG draft, common/sampling.cpp `common_sampler_sample_and_accept_n`); the
-    output and its end are the same whichever emits it."""
+    forced token. The one latitude: a draft equal to the output's last token may be reported as the target's own token
+    (llama.cpp stops accepting at an EOG draft, common/sampling.cpp `common_sampler_sample_and_accept_n`;
+    transformers' assisted generation stops verifying at max_new_tokens); the output and its end are the same
+    whichever emits it."""
     problems = []
     output = result.token_ids
-    final_eos = len(output) - 1 if result.finish_reason == "eos" else None
+    last = len(output) - 1
     for step in result.steps:
         for index, draft in enumerate(step.drafts):
             position = step.start + index
@@ -114,6 +115,6 @@ def greedy_pass_problems(result: DecodeResult, forced: Mapping[int, int]) -> lis
                 problems.append(
                     f"pass at {step.start}: accepted draft {draft} at {position}, the output has it {output[position]}"
                 )
-            if index == step.accepted and draft == output[position] and position != final_eos:
+            if index == step.accepted and draft == output[position] and position != last:
                 problems.append(f"pass at {step.start}: rejected draft {draft} at {position}, the output's own token")
     return problems

@@ -57,7 +57,32 @@ def _generation_config(request: DecodeRequest, pad_token_id: int, **extra: objec
         settings.update(temperature=sampling.temperature, top_k=sampling.top_k, top_p=sampling.top_p)
     else:
         settings.update(temperature=1.0, top_k=0, top_p=1.0)
+    # the request features transformers serves in the contract's order (its processors: sequence bias, repetition
+    # penalty, min_new_tokens, then the warpers); each left at transformers' "off" when unused
+    settings.update(
+        repetition_penalty=sampling.repetition_penalty,
+        sequence_bias=[[[token], bias] for token, bias in sampling.logit_bias] or None,
+        min_new_tokens=sampling.min_tokens or None,
+    )
     return GenerationConfig(**settings)
+
+
+# transformers' generate() passes these on (_generation_config); the others, and why not
+SERVED_FEATURES = frozenset({"repetition_penalty", "logit_bias", "min_tokens"})
+WHY_NOT_SERVED = MappingProxyType(
+    {
+        "min_p": "transformers applies min-p after top-k and top-p (MinPLogitsWarper last), the contract before them",
+        "frequency_penalty": "transformers' generate() has no frequency penalty",
+        "presence_penalty": "transformers' generate() has no presence penalty",
+        "stop_sequences": "transformers stops on strings and EOS ids, not token sequences",
+        "stop_strings": "not passed on yet: transformers' StopStringCriteria needs the tokenizer at generate()",
+        "logprobs": "not passed on yet: generate() returns scores after processing (output_logits: raw, per step)",
+        "structured_regex": "transformers' generate() has no structured outputs",
+        "structured_json_schema": "transformers' generate() has no structured outputs",
+        "structured_gbnf": "transformers' generate() has no structured outputs",
+        "n": "not passed on yet: num_return_sequences draws the samples from one global RNG stream",
+    }
+)
 
 
 class _TransformersGenerateDecoder:
@@ -65,6 +90,8 @@ class _TransformersGenerateDecoder:
 
     name = "transformers"
     serves: Mapping[str, frozenset[object]] = SAMPLED_DRAFTS_ONLY
+    features = SERVED_FEATURES
+    why_unsupported = WHY_NOT_SERVED
 
     def __init__(self, bundle: ModelBundle) -> None:
         self.bundle = bundle
@@ -84,7 +111,7 @@ class _TransformersGenerateDecoder:
 
     @torch.no_grad()
     def decode(self, requests: Sequence[DecodeRequest]) -> list[DecodeResult]:
-        refuse_unserved(self, requests)  # generate() is not given the request features
+        refuse_unserved(self, requests)  # generate() is given only the features it serves (_generation_config)
         for index, request in enumerate(requests):
             validate_for_model(request, self.bundle.vocab_size, self.bundle.max_context, index)
         return [self._decode_one(request) for request in requests]
