@@ -35,6 +35,30 @@ def compiled_grammar(constraint: StructuredOutput) -> str:
     return llguidance.LLMatcher.grammar_from_lark(llguidance.gbnf_to_lark.gbnf_to_lark(constraint.spec))
 
 
+# the masks already computed, keyed by (tokenizer, constraint, EOS ids, vocab size) and the tokens consumed: requests
+# that share a constraint and a prompt meet the same states again and again (the law cases' thousands of samples)
+_MASKS: dict[tuple, torch.Tensor] = {}
+MASK_CACHE_ELEMENTS = 2**26  # mask entries kept (bools), whatever the vocab size
+# a compiled matcher per (tokenizer, constraint), copied for each request (compiling costs ~1 ms, a copy ~1 us); the
+# tokenizer is kept with it, so that its id is never reused while the entry lives
+_TEMPLATES: dict[tuple[int, StructuredOutput], tuple[llguidance.LLTokenizer, llguidance.LLMatcher]] = {}
+
+
+def fresh_matcher(constraint: StructuredOutput, tokenizer: llguidance.LLTokenizer) -> llguidance.LLMatcher:
+    """A matcher of `constraint` holding nothing yet (InvalidRequest naming the constraint's error)."""
+    key = (id(tokenizer), constraint)
+    if key not in _TEMPLATES:
+        try:
+            grammar = compiled_grammar(constraint)
+        except Exception as error:  # llguidance's converters raise bare Exceptions on a malformed spec
+            raise InvalidRequest(f"structured_output {constraint.kind} does not compile: {error}") from None
+        matcher = llguidance.LLMatcher(tokenizer, grammar, log_level=0)
+        if matcher.is_error():
+            raise InvalidRequest(f"structured_output {constraint.kind} does not compile: {matcher.get_error()}")
+        _TEMPLATES[key] = (tokenizer, matcher)
+    return _TEMPLATES[key][1].deep_copy()
+
+
 class Grammar:
     """One request's constraint, its matcher holding the committed output."""
 
@@ -45,21 +69,26 @@ class Grammar:
         vocab_size: int,
         eos_ids: Sequence[int],
     ) -> None:
-        try:
-            grammar = compiled_grammar(constraint)
-        except Exception as error:  # llguidance's converters raise bare Exceptions on a malformed spec
-            raise InvalidRequest(f"structured_output {constraint.kind} does not compile: {error}") from None
-        self.matcher = llguidance.LLMatcher(tokenizer, grammar, log_level=0)
-        if self.matcher.is_error():
-            raise InvalidRequest(f"structured_output {constraint.kind} does not compile: {self.matcher.get_error()}")
+        self.matcher = fresh_matcher(constraint, tokenizer)
         self.vocab_size = vocab_size
         self.eos_ids = list(eos_ids)
         self.broken = False  # a refused token was committed: unconstrained from here on
+        self.consumed: list[int] = []  # what the matcher holds: the mask is a function of it (memoised)
+        self.cache_key = (id(tokenizer), constraint, tuple(self.eos_ids), vocab_size)
 
     def allowed(self) -> torch.Tensor:
         """[V] bool: the tokens allowed after what the matcher holds (module docstring)."""
         if self.broken or self.matcher.is_error():
             return torch.ones(self.vocab_size, dtype=torch.bool)
+        key = (self.cache_key, tuple(self.consumed))
+        mask = _MASKS.get(key)
+        if mask is None:
+            mask = _MASKS[key] = self.computed_mask()
+            while len(_MASKS) * self.vocab_size > MASK_CACHE_ELEMENTS:
+                _MASKS.pop(next(iter(_MASKS)))  # the oldest first
+        return mask.clone()
+
+    def computed_mask(self) -> torch.Tensor:
         # each token on its own, not llguidance's computed mask: where the grammar forces text, that mask keeps only
         # the forced text's canonical tokens ("ab", not "a" then "b"), and a match's prefix is any way of spelling it
         validate = self.matcher.validate_tokens
@@ -77,6 +106,7 @@ class Grammar:
         valid = self.matcher.validate_tokens(tokens[:end]) if end else 0
         if valid:
             self.matcher.consume_tokens(tokens[:valid])
+            self.consumed += tokens[:valid]
         return valid
 
     def commit(self, tokens: Sequence[int]) -> None:
@@ -97,6 +127,7 @@ class Grammar:
             masks.append(self.allowed())
         if consumed:
             self.matcher.rollback(consumed)
+            del self.consumed[-consumed:]
         everything = torch.ones(self.vocab_size, dtype=torch.bool)
         masks += [everything] * (len(drafts) + 1 - len(masks))
         return torch.stack(masks)
