@@ -6,7 +6,9 @@
     stop rules        stop_at_first_eos, stop_at_first_stop: how much of (accepted drafts + the target's
                       token) is committed
     request history   prefix_drafts: which drafts each verification position counts as output before it (penalties,
-                      min_tokens); the_targets_logprobs: the log-probabilities a request's logprobs report
+                      min_tokens); the_targets_logprobs: the log-probabilities a request's logprobs report;
+                      mask_logits: a structured output's mask at every verification position (grammar.py);
+                      sample_requests: the one-sample requests a request for n samples is drawn as
     cache manager     CacheManager: verification positions and the rollback after each pass: the target
                       keeps every committed token but the newest (its recurrent layers resume from the
                       state recorded after that token); each depth keeps entries made from committed inputs

@@ -27,6 +27,8 @@ V1_ONLY = ("v1",)  # code of Model Runner V1 (its proposer, its sampler, its bat
 BOTH_RUNNERS = ("v1", "v2")  # model code (the MTP layers) that both runners call
 ENGINE_CONFORMANCE_BUT_SHARED = tuple(test for test in ENGINE_CONFORMANCE if test != PREFIX_SHARED)
 
+GBNF_LAW = f"{FEATURE_LAWS}[law-T1.0-grammar-gbnf-k2-greedy-code-01]"
+
 CPU_EXPAND_KERNEL = Finding(
     slug="vllm-cpu-expand-kernel-leaves-sampling-parameters-uninitialized",
     title="on CPU, speculative decoding divides the target logits by uninitialised memory when any request "
@@ -47,7 +49,11 @@ CPU_EXPAND_KERNEL = Finding(
     },
     # the n-samples pair case reads each sample's first token only, which vLLM's plain sampler draws with the request's
     # own parameters: the garbage reaches the rejection sampler, from the second token on
-    passing={"*": (f"{FEATURE_LAWS}[law-T1.0-n-2-*]",)},
+    passing={"*": (f"{FEATURE_LAWS}[law-T1.0-n-2-*]", GBNF_LAW)},
+    # the GBNF law case (greedy drafts, a law of few cells): whether the garbage moves it far enough to be seen depends
+    # on what the uninitialised memory holds and on N. It failed at the ci budget (2026-12-05, by hand, twice) and
+    # passed at the smoke budget (the fresh-clone CI of 9e565c9): a pass there proves no fix
+    may_fail={"*": (GBNF_LAW,)},
     signature="a rejected sampling case whose first output token follows the target's law (vLLM's plain sampler "
     "draws it with the request's own parameters; the garbage reaches only the rejection sampler, and moves the law by "
     "any amount), a seeded sampled request whose output changes with its batch, its schedule or its engine, the "
