@@ -21,6 +21,7 @@ from typing import Literal, Protocol, runtime_checkable
 import torch
 
 from harness.contract.errors import HarnessError
+from harness.contract.seeds import SEED_MODULUS
 
 DraftMode = Literal["greedy", "sample"]
 FinishReason = Literal["eos", "length", "stop"]
@@ -227,7 +228,7 @@ class DecodeRequest:
         object.__setattr__(self, "prompt_ids", prompt_ids)
         object.__setattr__(self, "eos_token_ids", token_ids("eos_token_ids", self.eos_token_ids))
         object.__setattr__(self, "max_new_tokens", integer("max_new_tokens", self.max_new_tokens, 1))
-        object.__setattr__(self, "seed", integer("seed", self.seed, 0, 2**63 - 1))
+        object.__setattr__(self, "seed", integer("seed", self.seed, 0, SEED_MODULUS))
         k = integer("num_draft_tokens (k)", self.num_draft_tokens, 1, MAX_DRAFT_TOKENS)
         object.__setattr__(self, "num_draft_tokens", k)
         if not isinstance(self.sampling, SamplingConfig):
@@ -361,7 +362,7 @@ def sample_requests(request: DecodeRequest) -> list[DecodeRequest]:
     """The n one-sample requests a request with n samples stands for: sample i is seeded seed + i."""
     if request.n == 1:
         return [request]
-    return [replace(request, n=1, seed=(request.seed + i) % (2**63 - 1)) for i in range(request.n)]
+    return [replace(request, n=1, seed=(request.seed + i) % SEED_MODULUS) for i in range(request.n)]
 
 
 def with_samples(results: Sequence[DecodeResult]) -> DecodeResult:
