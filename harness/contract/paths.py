@@ -20,7 +20,7 @@ GOLDEN = FIXTURES / "golden"
 DEFAULT_PROMPTS = FIXTURES / "prompts.json"
 DEFAULT_MODEL = FIXTURE_MODELS / "tiny-deepseek-v3"
 # pytest's settings for the suites: the clone's pyproject.toml, or the copy of its [tool.pytest.ini_options]
-# that the wheel carries (suites/unit/test_packaging.py keeps the two equal)
+# that the wheel carries (tests/test_packaging.py keeps the two equal)
 PYTEST_CONFIG = PACKAGE_DIR / "suites.ini" if INSTALLED else PACKAGE_DIR.parent / "pyproject.toml"
 PACKAGED_PYTEST_CONFIG = PACKAGE_DIR / "suites.ini"
 REPORTS = Path("reports")  # relative: the directory a command runs in

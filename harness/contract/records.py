@@ -5,7 +5,7 @@ A test attaches a record to its case with `attach_record(record_property, kind, 
 (harness/plugin/recorder.py) folds every case's records into a `CaseRecord`. Records are plain JSON data
 (dicts, lists, numbers, strings), so they cross pytest-xdist workers and land in results.json unchanged;
 the TypedDicts below say which keys each kind has. `record_problems` checks a record against its kind
-(suites/unit/test_recorder.py runs it on the records of a real run).
+(tests/test_recorder.py runs it on the records of a real run).
 
 Output positions are 0-based indices into the generated tokens.
 """

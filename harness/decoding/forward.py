@@ -42,7 +42,7 @@ def once_per_distinct_row(
     distinct row, then every row takes that row's cache slots, recurrent state and outputs. A row's attention and
     recurrence read only its own row and its own cache, so with empty caches equal inputs give equal outputs, and each
     row holds what the whole batch's pass gives it: on CPU bit for bit on attention-only models, and on a hybrid
-    within the rounding that the batch around a row already moves (suites/unit/test_prefill.py; on an accelerator a
+    within the rounding that the batch around a row already moves (tests/test_prefill.py; on an accelerator a
     batch of another height may take another matrix kernel, as any batch of another composition does).
     Rows are grouped by their integer inputs (token ids, positions, valid flags); a floating input (hidden states)
     is then compared row by row with its group's first row, without a copy, and any difference runs the batch

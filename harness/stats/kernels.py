@@ -49,7 +49,7 @@ def cumulants(probs: torch.Tensor, grid: torch.Tensor = SADDLE_GRID) -> torch.Te
     off by ~1e-7, mostly its law's rounding away from a sum of 1; summed over the tens of thousands of terms of
     a whole-sequence case that error (0.003 over 65,000) exceeded K(s_hat) near the mean, and Lugannani-Rice gave
     anything in [0, 1] (0.08 for a true 0.90 at Z = 0.12; 0 on llama.cpp's samples of tiny-glm4-moe at Z = 0.16:
-    suites/unit/test_stats.py).
+    tests/test_stats.py).
     One exp per grid point: with m = max log p and 1 + s > 0 on the grid, the weights w = exp((1 + s)(log p - m))
     are in (0, 1] (1 at the mode: no overflow), W = sum w, log sum p^(1+s) = log W + (1 + s) m, and
     E_q[f] = sum w f / W: logsumexp's arithmetic without its second exp pass (2.2x faster on 1,500 contexts of 1,024

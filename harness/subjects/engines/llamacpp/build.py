@@ -6,7 +6,7 @@ forced drafts (`harness_forced_drafts`: output position -> token; the MTP drafte
 on from it) and ask for its verification passes (`harness_passes`: drafts verified, accepted count, emitted tokens,
 checkpoint restores, and the MTP drafter's pairings of each batch's first token, in the final response). A request
 that asks for neither runs the code as shipped: the patch adds branches taken only for those fields, and a record the
-engine never reads (suites/unit/test_llamacpp_build.py compares the build with the wheel on every unforced greedy
+engine never reads (tests/test_llamacpp_build.py compares the build with the wheel on every unforced greedy
 case). After it come the fixes of findings (--engine-fixes) and a user's own patches (--engine-patch),
 in that order.
 

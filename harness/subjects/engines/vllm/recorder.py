@@ -10,7 +10,7 @@ nothing of the harness.
   (accepted drafts + the target's token) and the engine step it ran in (the verification calls counted: passes with
   the same number were verified together).
 
-Neither changes what vLLM computes for a request that forces nothing (suites/unit/test_vllm_subject.py compares).
+Neither changes what vLLM computes for a request that forces nothing (tests/test_vllm_subject.py compares).
 
 Model Runner V1 (vllm/v1/worker/gpu_model_runner.py; the CPU build's default): `drafter._sample_draft_tokens`,
 `runner._sample`, the drafts from the scheduler output. Model Runner V2 (vllm/v1/worker/gpu/model_runner.py; what

@@ -1,4 +1,4 @@
-"""Run with the vLLM environment's Python (suites/unit/test_vllm_runner_v2.py does): V2's top-k/top-p Triton kernel
+"""Run with the vLLM environment's Python (tests/test_vllm_runner_v2.py does): V2's top-k/top-p Triton kernel
 (vllm/v1/sample/ops/topk_topp_triton.py), run by Triton's interpreter through the harness's CPU shim, keeps exactly
 the tokens vLLM's PyTorch implementation keeps (apply_top_k_top_p_pytorch), on seeded random logits. Prints one
 JSON line per batch; exit status 0 when every mask is equal."""
@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "harness" / "subjects" / "engines" / "vllm"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "harness" / "subjects" / "engines" / "vllm"))
 import cpu_triton  # the harness's shim: standard library, numpy and Triton only
 
 cpu_triton.enable_model_runner_v2_on_cpu()

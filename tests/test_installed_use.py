@@ -44,7 +44,7 @@ CLONE_DECODERS = {
 }
 # one torch thread per child process: the tests run beside other pytest-xdist workers
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-EXAMPLE_ENGINE = Path(__file__).resolve().parents[2] / "fixtures" / "example-engine"
+EXAMPLE_ENGINE = Path(__file__).resolve().parents[1] / "fixtures" / "example-engine"
 
 
 @dataclass(frozen=True)
@@ -164,7 +164,7 @@ def test_the_wheel_carries_the_suites_and_fixtures_and_not_the_unit_tests(instal
     assert "harness/suites/greedy/test_forced_rejections.py" in names and "harness/suites.ini" in names
     assert "harness/fixtures/models/tiny-deepseek-v3/model.safetensors" in names
     assert "harness/fixtures/prompts.json" in names and "harness/fixtures/golden/tiny-deepseek-v3.greedy.json" in names
-    assert not [name for name in names if name.startswith("harness/suites/unit/")]
+    assert not [name for name in names if name.startswith("harness/tests/")]
 
 
 @pytest.mark.parametrize("kind", DECODERS)

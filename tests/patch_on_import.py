@@ -1,4 +1,4 @@
-"""What the test-only sitecustomize.py files share (suites/unit/broken_vllm, unforced_v2_hook, vllm_drafts_unnormed):
+"""What the test-only sitecustomize.py files share (tests/broken_vllm, unforced_v2_hook, vllm_drafts_unnormed):
 a change made to a module the moment it is imported, in processes a test starts with that directory on PYTHONPATH,
 without touching the module's file. Standard library only: each sitecustomize loads this file by its path (a
 PYTHONPATH entry of its own, so the harness is not importable there)."""

@@ -4,7 +4,7 @@ target's hidden state to its input projection without `hidden_layernorm`, a plau
 verification still commits the target's tokens; only the drafts (and so acceptance) change. The replacement is
 installed the moment that module is imported.
 
-Used only by suites/unit/test_vllm_drafting_bug.py, in processes it starts."""
+Used only by tests/test_vllm_drafting_bug.py, in processes it starts."""
 
 import importlib.util
 from pathlib import Path

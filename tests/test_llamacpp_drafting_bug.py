@@ -1,6 +1,6 @@
 """A drafting bug that changes drafts and no token fails the suites on llama.cpp as shipped, and no finding explains it.
 
-suites/unit/data/llamacpp-mutant-first-accept-keeps-the-stale-state.patch, built into llama.cpp's source with the
+tests/data/llamacpp-mutant-first-accept-keeps-the-stale-state.patch, built into llama.cpp's source with the
 harness's instrumentation (`--engine-patch`), skips moving the MTP drafter's kept state (`pending_h`) on a task's first
 accept: where the first verified pass rejected a draft, the next pass drafts from the hidden state of a rejected
 draft, once per task. Verification is untouched, so every greedy token stays the target's. It moves a few percent of
@@ -8,7 +8,7 @@ the passes' drafts, the size of the stale-hidden-state finding's own (which the 
 that finding's: it explained any conformance failure with mismatches in at most a quarter of the passes). That
 finding's signature now predicts every pass's drafts from the pairings the build reports, so this bug's passes, which
 no reported pairing gives, stay failures. Needs the mutant's build (`mtp-harness engine install llama.cpp --build
---patch suites/unit/data/llamacpp-mutant-first-accept-keeps-the-stale-state.patch`; .ci/run builds it)."""
+--patch tests/data/llamacpp-mutant-first-accept-keeps-the-stale-state.patch`; .ci/run builds it)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Failure triage on a vLLM subject: a broken vLLM (suites/unit/broken_vllm: its greedy verification kernel
+"""Failure triage on a vLLM subject: a broken vLLM (tests/broken_vllm: its greedy verification kernel
 commits every draft unverified, installed at import through PYTHONPATH, vLLM's files untouched) fails the
 greedy suite; the report groups the failures, shrinks them through the engine to a minimal case, and hands
 over a reproducer that uses vLLM alone (no harness import). The script and the group's re-run command fail

@@ -137,7 +137,7 @@ def pit_sampling() -> dict:
 
 def synthetic_results() -> dict:
     cases = [
-        case("suites/unit/test_x.py::test_ok", "unit", "passed"),
+        case("tests/test_x.py::test_ok", "tests", "passed"),
         case("suites/greedy/test_g.py::test_skipped[gpu]", "greedy", "skipped", message="no CUDA device"),
         case(
             "suites/greedy/test_g.py::test_bf16[natural-02-k2]",
@@ -323,12 +323,12 @@ def test_the_summary_lists_suites_with_failures_first_with_correct_counts(page):
     by_suite = section(page, "summary").split("<h3>By decoder</h3>")[0]
     rows = re.findall(r"<tr>\s*<td>(\w+)</td>((?:\s*<td>[^<]*</td>)+)\s*</tr>", by_suite)
     counts = {name: re.findall(r"<td>([^<]*)</td>", cells) for name, cells in rows}
-    assert [name for name, _ in rows] == ["greedy", "invariants", "sampling", "unit"]
+    assert [name for name, _ in rows] == ["greedy", "invariants", "sampling", "tests"]
     # columns: cases, judged, passed (near-ties included), failed, near-ties, expected failures, not judged, verdict,
     # the command beneath the masking findings
     assert counts["greedy"] == ["3", "2", "1", "1", "1", "", "1: no CUDA device", "FAILED", ""]
     assert counts["sampling"] == ["2", "2", "1", "1", "0", "", "", "FAILED", ""]
-    assert counts["unit"] == ["1", "1", "1", "0", "0", "", "", "ok", ""]
+    assert counts["tests"] == ["1", "1", "1", "0", "0", "", "", "ok", ""]
 
 
 def test_a_suite_of_expected_failures_only_reads_not_judged_with_its_finding_and_the_command_beneath():

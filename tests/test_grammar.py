@@ -14,7 +14,7 @@ from harness.decoding.grammar import Grammar, grammar_problem, mask_logits
 from harness.models.grammar_tokenizer import grammar_tokenizer
 from harness.models.loading import load_config, load_tokenizer
 
-MODEL = Path(__file__).parents[2] / "fixtures" / "models" / "tiny-deepseek-v3"
+MODEL = Path(__file__).parents[1] / "fixtures" / "models" / "tiny-deepseek-v3"
 EOS = 0
 VOCAB = 1024
 

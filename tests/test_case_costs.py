@@ -90,7 +90,7 @@ def test_a_case_costs_its_last_duration_else_its_function_s_median_else_its_suit
             "suites/greedy/test_g.py::test_natural[k4]",  # new parameter: the function's median
             SAMPLING,  # the group suffix is not part of what results.json records
             "suites/invariants/test_i.py::test_new",
-            "suites/unit/test_u.py::test_other",  # no prior of its own: a greedy case's
+            "tests/test_u.py::test_other",  # no prior of its own: a greedy case's
         ],
         known,
     )

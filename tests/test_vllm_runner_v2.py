@@ -1,6 +1,6 @@
 """vLLM's Model Runner V2 as a subject (--engine-runner v2; on this CPU its Triton kernels run in Triton's
 interpreter): a greedy slice with forced rejections passes on vLLM as shipped, and the same slice catches the
-harness's own V2 hook broken (suites/unit/unforced_v2_hook: the forced draft not applied), so a pass on V2 means the
+harness's own V2 hook broken (tests/unforced_v2_hook: the forced draft not applied), so a pass on V2 means the
 forced rejections happened where they were forced. Needs the vLLM environment (.ci/run installs it)."""
 
 from __future__ import annotations

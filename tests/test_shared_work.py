@@ -108,7 +108,7 @@ def test_two_processes_compute_every_piece_once_and_both_get_all(tmp_path):
     shared, log = tmp_path / "shared", tmp_path / "log"
     shared.mkdir()
     log.mkdir()
-    environment = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    environment = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     workers = [
         subprocess.Popen(
             [sys.executable, "-c", CHILD, str(shared), str(log), name],

@@ -140,7 +140,7 @@ def test_a_forced_draft_is_proposed_by_the_build_and_rejected_by_the_target(both
         assert step.accepted <= position - step.start, "the target accepted the forced (wrong) draft"
 
 
-MUTANT = Path(__file__).parents[2] / "harness/subjects/engines/llamacpp/patches/mutant-forced-draft-not-applied.patch"
+MUTANT = Path(__file__).parents[1] / "harness/subjects/engines/llamacpp/patches/mutant-forced-draft-not-applied.patch"
 SLICE = "natural-01 and k2 and (every-position-separated or last-draft-index-separated)"
 
 

@@ -1,6 +1,6 @@
 """A drafting bug that changes drafts and no token fails the suites on vLLM as shipped, and no finding explains it.
 
-suites/unit/vllm_drafts_unnormed (installed at import through PYTHONPATH, vLLM's files untouched) drops MiMo's MTP
+tests/vllm_drafts_unnormed (installed at import through PYTHONPATH, vLLM's files untouched) drops MiMo's MTP
 `hidden_layernorm`: greedy tokens stay the target's, only the drafts move. vLLM 0.32.0 as shipped has findings that
 watch draft conformance (position 0, the drafter skip); their signatures must not take this bug for theirs: the
 position-0 signature explains only drafts equal to its described computation, and the drafter skip only a batch that

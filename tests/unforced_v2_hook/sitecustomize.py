@@ -1,7 +1,7 @@
 """A broken harness hook for the tests of the suites on Model Runner V2: with this directory on the vLLM server's
 PYTHONPATH, the server's V2 recorder (harness/subjects/engines/vllm/recorder.py RunnerV2Recorder) no longer applies
 a forced draft: vLLM drafts its own token where the harness forced another. The harness's other hooks and vLLM are
-untouched. Used only by suites/unit/test_vllm_runner_v2.py, in processes it starts."""
+untouched. Used only by tests/test_vllm_runner_v2.py, in processes it starts."""
 
 import importlib.util
 from pathlib import Path

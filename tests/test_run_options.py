@@ -1,6 +1,6 @@
 """A run's options as one value (harness/contract/run_options.py): written back as a command line by one function and
 read from it by one (harness/subjects/run_options.py), they come back the same; the run header's record of them
-too. The end-to-end replay of a failure group's printed command is suites/unit/test_toy_engine.py."""
+too. The end-to-end replay of a failure group's printed command is tests/test_toy_engine.py."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ PYTHONPATH, vLLM's CPU greedy verification kernel (vllm/utils/cpu_triton_utils.p
 bonus token (the engine-side twin of the harness's `commit-heads-unverified` mutant). The replacement is
 installed the moment that module is imported, before vLLM's CPU platform registers the kernel.
 
-Used only by suites/unit/test_vllm_failure_triage.py, in processes it starts."""
+Used only by tests/test_vllm_failure_triage.py, in processes it starts."""
 
 import importlib.util
 from pathlib import Path

@@ -7,7 +7,7 @@ The same toy carries every option of a run but the reference (decoder, model, de
 configuration, fixes and arguments): the command a failure group prints, run as printed, replays the failure with
 every one of them, and minimal-case shrinking runs the decoder under the run's own engine options. With the engine
 as its own reference (`--reference engine`), which the toy does not offer, vLLM shows the same:
-suites/unit/test_vllm_failure_triage.py."""
+tests/test_vllm_failure_triage.py."""
 
 from __future__ import annotations
 
