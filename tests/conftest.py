@@ -39,3 +39,22 @@ def broken_copy(tmp_path: Path) -> Callable[..., Path]:
         return target
 
     return make
+
+
+@pytest.fixture
+def door():
+    """One option through the door's check on its own, as the door reads it once `decoder` is read (its engine found,
+    whatever is installed here): door(option, value, decoder) -> the checked value, or the door's UsageError."""
+    from harness.contract.run_options import RUN_OPTION_TABLE, option_named
+    from harness.door import PYTEST
+    from harness.door.checks import CHECKS
+    from harness.door.reading import Reading, checked
+    from harness.subjects.engines.registry import engine_of_decoder
+
+    def check(option: str, value: object, decoder: str = "mtp", **read: object) -> object:
+        reading = Reading({"decoder": decoder, option: value}, PYTEST, RUN_OPTION_TABLE)
+        reading.checked.update({"decoder": decoder, "device": "cpu", "engine-version": None, **read})
+        reading.engine = engine_of_decoder(decoder)
+        return checked(option_named(option), reading, CHECKS[option])
+
+    return check

@@ -187,7 +187,7 @@ def test_greedy_accept_takes_the_argmax_prefix_and_the_targets_token_after_it():
 
 
 def test_the_exact_law_separates_biased_mutant_rules_from_a_merely_slower_one():
-    from harness.subjects.mutants import _speculative_with, drop_the_bonus
+    from harness.subjects.mutant_decoders import _speculative_with, drop_the_bonus
 
     models = ToyModels(seed=5, **CASES["dense p and q"])
     truth = target_law(models, 3)

@@ -6,16 +6,17 @@ import json
 
 import pytest
 
-from harness.commands.cli import build_parser, main, pytest_command
+from harness.commands.cli import build_parser, main
+from harness.commands.run import pytest_command
 from harness.contract.records import SCHEMA
-from harness.contract.run_options import RunOptions
+from harness.contract.run_options import RunOptions, given_options
 
 
 def test_run_builds_a_reproducible_pytest_command(tmp_path):
     args = build_parser().parse_args(
         ["run", "--suite", "greedy", "--decoder", "target", "--dtype", "float32", "-n", "2", "--", "-x"]
     )
-    command = pytest_command(args, RunOptions(decoder="target", dtype="float32"), tmp_path / "junit.xml")
+    command = pytest_command(args, given_options(args), tmp_path / "junit.xml")
     assert command[command.index("-m", 3) + 1] == "greedy"
     assert command[command.index("-c") + 1].endswith(("pyproject.toml", "suites.ini")), "the suites' own settings"
     assert "--harness-decoder=target" in command and "--harness-dtype=float32" in command
@@ -26,7 +27,7 @@ def test_run_builds_a_reproducible_pytest_command(tmp_path):
 
 def test_run_takes_several_suites_joined_by_commas_and_names_an_unknown_one(tmp_path, capsys):
     args = build_parser().parse_args(["run", "--suite", "engine,greedy"])
-    command = pytest_command(args, RunOptions(), tmp_path / "junit.xml")
+    command = pytest_command(args, given_options(args), tmp_path / "junit.xml")
     assert command[command.index("-m", 3) + 1] == "greedy or engine"
     with pytest.raises(SystemExit):
         build_parser().parse_args(["run", "--suite", "greedy,enigne"])
@@ -138,10 +139,10 @@ def test_run_with_the_mutants_suite_hands_the_catalogue_every_option_it_reads(mo
     import harness.commands.mutants as catalogue_command
 
     received = {}
-    monkeypatch.setattr(catalogue_command, "run", lambda args: received.setdefault("args", args) and 0)
+    monkeypatch.setattr(catalogue_command, "main", lambda args: received.setdefault("args", args) and 0)
     cli.main(["run", "--suite", "mutants", "-n", "3", "--dtype", "float32", "--budget", "smoke"])
     args = received["args"]
-    wanted = ("mutant", "suite", "workers", "model", "device", "dtype", "harness_seed", "report_dir", "efficiency")
+    wanted = ("mutant", "suite", "workers", "model", "device", "dtype", "seed", "report_dir", "efficiency")
     assert all(hasattr(args, name) for name in (*wanted, "json", "budget", "full_table"))
     assert (args.workers, args.dtype, args.budget, args.full_table) == (3, "float32", "smoke", False)
     parsed = cli.build_parser().parse_args(["mutants"])
@@ -149,7 +150,7 @@ def test_run_with_the_mutants_suite_hands_the_catalogue_every_option_it_reads(mo
 
 
 def test_the_run_verdict_names_a_suite_that_judged_nothing(tmp_path):
-    from harness.commands.cli import not_judged_suites
+    from harness.commands.run import not_judged_suites
 
     def case(suite: str, outcome: str) -> dict:
         return {"nodeid": f"suites/{suite}/test_a.py::t", "suite": suite, "outcome": outcome, "message": ""}

@@ -9,7 +9,7 @@ import torch
 from harness.contract.decoder import DecodeRequest, InvalidRequest, SamplingConfig
 from harness.decoding.mtp_decoder import MTPDecoder
 from harness.decoding.target_decoder import TargetOnlyDecoder
-from harness.subjects.registry import DecoderFactoryError, UnknownDecoder, make_decoder
+from harness.subjects.decoder_registry import DecoderFactoryError, UnknownDecoder, make_decoder
 
 EOS = (0,)
 
@@ -274,7 +274,7 @@ def test_external_subjects_reproduce_greedy_and_report_their_passes(deepseek, pr
 def test_external_subjects_sample_without_transformers_default_top_k(deepseek):
     """transformers fills unset generation fields from global defaults (top_k = 50); a request without top-k
     must reach generate() with top-k off, or the subject samples another distribution."""
-    from harness.subjects.transformers.decoders import _generation_config
+    from harness.subjects.engines.transformers.generation import _generation_config
 
     config = _generation_config(DecodeRequest((1, 2), 4, sampling=SamplingConfig(temperature=1.0)), pad_token_id=0)
     assert config.top_k == 0 and config.top_p == 1.0 and config.temperature == 1.0 and config.do_sample

@@ -1,7 +1,7 @@
 """Bad input stops at the door: a model that does not exist or does not load, an unknown decoder, dtype or
 device, an engine that is not installed. Each gives one line naming the option, exit status 2, before any test
 runs, from `mtp-harness run` and from plain pytest alike, each naming the option as that front end spells it
-(harness/subjects/run_options.py)."""
+(harness/door/)."""
 
 from __future__ import annotations
 
@@ -71,26 +71,26 @@ def test_a_model_directory_that_does_not_load_is_named_with_its_fault(tmp_path):
 
 def test_every_decoder_name_the_door_knows_builds_a_decoder_of_that_name():
     """The door reads the names from the registry without importing a decoder; each name builds its decoder."""
+    from harness.subjects.decoder_registry import IN_PROCESS, known_decoders, mutant_names
     from harness.subjects.engines.registry import engine_decoders
-    from harness.subjects.registry import IN_PROCESS, known_decoders, mutant_names
 
     assert known_decoders() == sorted({*IN_PROCESS, *engine_decoders()})
-    from harness.subjects.mutants import MUTANTS
+    from harness.subjects.mutant_decoders import MUTANTS
 
     assert mutant_names() == sorted(f"mutant:{name}" for name in MUTANTS)
 
 
 def test_an_unknown_or_unimportable_module_factory_is_named_at_the_door():
-    from harness.subjects.run_options import UsageError, check_decoder
+    from harness.door import UsageError, read_run_options
 
     with pytest.raises(
         UsageError, match=r"--harness-decoder no_such_module:make: decoder 'no_such_module:make': cannot import"
     ):
-        check_decoder("no_such_module:make", "cpu")
+        read_run_options({"decoder": "no_such_module:make"})
     with pytest.raises(
         UsageError, match=r"--harness-decoder mutant:no-bonu: unknown decoder .* Did you mean mutant:no-bonus"
     ):
-        check_decoder("mutant:no-bonu", "cpu")
+        read_run_options({"decoder": "mutant:no-bonu"})
 
 
 def test_the_plugin_loads_without_torch_so_the_door_answers_before_torch_is_imported():
@@ -101,24 +101,21 @@ def test_the_plugin_loads_without_torch_so_the_door_answers_before_torch_is_impo
     assert done.stdout.strip() == "False", "harness.plugin imports torch: find the import with python -X importtime"
 
 
-def test_an_engine_that_scores_no_sequence_cannot_be_its_own_reference():
+def test_an_engine_that_scores_no_sequence_cannot_be_its_own_reference(door):
     from harness.contract.run_options import Reference
-    from harness.subjects.engines.registry import engine_of_decoder
-    from harness.subjects.run_options import UsageError, check_reference
+    from harness.door import UsageError
 
-    vllm, llamacpp = engine_of_decoder("vllm-mtp"), engine_of_decoder("llamacpp-mtp")
-    assert check_reference("engine", "vllm-mtp", vllm) is Reference.ENGINE
-    assert check_reference("harness", "llamacpp-mtp", llamacpp) is Reference.HARNESS
+    assert door("reference", "engine", "vllm-mtp") is Reference.ENGINE
+    assert door("reference", "harness", "llamacpp-mtp") is Reference.HARNESS
     with pytest.raises(UsageError, match=r"decoder 'llamacpp-mtp' runs llama.cpp, which scores no sequence"):
-        check_reference("engine", "llamacpp-mtp", llamacpp)
+        door("reference", "engine", "llamacpp-mtp")
 
 
-def test_an_engines_own_arguments_pass_through_as_data_and_the_harness_settings_are_refused():
-    from harness.subjects.engines.registry import engine_of_decoder
-    from harness.subjects.run_options import UsageError, check_engine_arguments
+def test_an_engines_own_arguments_pass_through_as_data_and_the_harness_settings_are_refused(door):
+    from harness.door import UsageError
 
     def arguments(decoder, given):
-        return check_engine_arguments(given, decoder, engine_of_decoder(decoder))
+        return door("engine-arg", given, decoder)
 
     given = ["quantization=fp8", "gpu_memory_utilization=0.85", "tensor_parallel_size=8", "pipeline_parallel_size=1"]
     assert dict(arguments("vllm-mtp", given)) == {
@@ -141,5 +138,5 @@ def test_an_engines_own_arguments_pass_through_as_data_and_the_harness_settings_
     }
     for given, message in refused.items():
         decoder, option = given.split(":", 1)
-        with pytest.raises(UsageError, match=re.escape(message)):
-            arguments(decoder, [option])
+        with pytest.raises(UsageError, match=re.escape(f"--harness-engine-arg {option}: {message}")):
+            arguments(decoder, ["quantization=fp8", option])  # the message names the one value refused

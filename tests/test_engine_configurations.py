@@ -12,22 +12,19 @@ import pytest
 from harness.contract.errors import HarnessError
 from harness.contract.paths import SUITES_DIR
 from harness.decoding.mtp_decoder import MTPDecoder
-from harness.subjects import registry
+from harness.subjects import decoder_registry as registry
+from harness.subjects.decoder_registry import mutant_decoder
 from harness.subjects.engines.configurations import EngineConfiguration, missing_evidence
 from harness.subjects.engines.llamacpp.configurations import CONFIGURATIONS as LLAMACPP_CONFIGURATIONS
-from harness.subjects.engines.registry import engine_of_decoder
 from harness.subjects.engines.vllm.configurations import CONFIGURATIONS as VLLM_CONFIGURATIONS
-from harness.subjects.registry import mutant_decoder
-from harness.subjects.run_options import check_engine_configuration
 
 pytest_plugins = ["pytester"]
 
 
-def engine_configuration(decoder, option):
-    return check_engine_configuration(option, decoder, engine_of_decoder(decoder))
+def test_a_configuration_is_known_to_the_engine_of_the_decoder_or_stops_at_the_door(door):
+    def engine_configuration(decoder, option):
+        return door("engine-config", option, decoder)
 
-
-def test_a_configuration_is_known_to_the_engine_of_the_decoder_or_stops_at_the_door():
     assert engine_configuration("vllm-mtp", "preempt") == "preempt"
     assert engine_configuration("llamacpp-mtp", "prefix-cache") == "prefix-cache"
     assert engine_configuration("mtp", "default") == "default"

@@ -136,9 +136,10 @@ def other_llamacpp_release(tmp_path, monkeypatch):
 
 
 def run_options(**options):
-    from harness.subjects.run_options import CLI, read_run_options
+    from harness.door import RUN, read_run_options
 
-    return read_run_options(decoder="llamacpp-mtp", model="tiny-glm4-moe", spelling=CLI, **options)
+    given = {name.replace("_", "-"): value for name, value in options.items()}
+    return read_run_options({"decoder": "llamacpp-mtp", "model": "tiny-glm4-moe", **given}, RUN)
 
 
 def test_a_run_on_another_release_runs_it_as_shipped_from_its_published_package(other_llamacpp_release):
@@ -160,19 +161,19 @@ def test_a_run_on_another_release_runs_it_as_shipped_from_its_published_package(
         ),
         (
             {"engine_version": "2026.9.11063", "engine_fixes": "all"},
-            "--engine-version 2026.9.11063: the findings' "
-            "fixes are written for llama.cpp's pinned release; run another release as shipped (without --engine-fixes)",
+            "--engine-fixes all: the findings' fixes are written for llama.cpp's pinned release; run --engine-version "
+            "2026.9.11063 as shipped",
         ),
         (
             {"engine_version": "2026.9.11063", "engine_runner": "source"},
-            "--engine-version 2026.9.11063: llama.cpp's "
-            "source runner builds the pinned release's source; run --engine-runner wheel",
+            "--engine-runner source: llama.cpp's source runner builds the pinned release's source; another release "
+            "runs wheel",
         ),
         ({"engine_version": "latest"}, "--engine-version latest: engine version 'latest' is not a release number"),
     ],
 )
 def test_a_release_that_cannot_run_stops_at_the_door_naming_it(other_llamacpp_release, options, message):
-    from harness.subjects.run_options import UsageError
+    from harness.door import UsageError
 
     with pytest.raises(UsageError) as error:
         run_options(**options)
@@ -180,10 +181,10 @@ def test_a_release_that_cannot_run_stops_at_the_door_naming_it(other_llamacpp_re
 
 
 def test_a_release_for_a_decoder_that_is_no_engine_is_refused(other_llamacpp_release):
-    from harness.subjects.run_options import CLI, UsageError, read_run_options
+    from harness.door import RUN, UsageError, read_run_options
 
     with pytest.raises(UsageError, match=r"--engine-version 2026\.9\.11063: decoder 'mtp' is not an engine"):
-        read_run_options(decoder="mtp", engine_version="2026.9.11063", spelling=CLI)
+        read_run_options({"decoder": "mtp", "engine-version": "2026.9.11063"}, RUN)
 
 
 @pytest.mark.skipif(

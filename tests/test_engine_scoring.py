@@ -16,8 +16,8 @@ from harness.decoding.target_decoder import TargetOnlyDecoder
 from harness.models.card import load_card
 from harness.models.loading import bundle_for
 from harness.models.prompts import load_prompts
+from harness.subjects.decoder_registry import make_decoder
 from harness.subjects.engines.vllm.environment import ENVIRONMENT as VLLM
-from harness.subjects.registry import make_decoder
 
 pytestmark = [
     pytest.mark.xdist_group("vllm"),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from harness.subjects.transformers.use_mtp import TransformersMTPUnsupported, enable_transformers_mtp
+from harness.subjects.engines.transformers.use_mtp import TransformersMTPUnsupported, enable_transformers_mtp
 
 
 def test_use_mtp_on_tiny_mtp_prefix_equals_plain_greedy_on_every_prompt(fixture_bundle, prompts):

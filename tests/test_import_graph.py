@@ -31,6 +31,7 @@ LAYERS = (
     "checks",
     "triage",
     "subjects",
+    "door",  # a run's options checked before any test runs
     "mutation",
     "report",
     "plugin",  # the pytest side: plugin, recorder, progress (and harness.testing)
@@ -130,7 +131,7 @@ def test_subpackages_import_only_the_subpackages_below_them():
         ("harness.models.loading", "harness.plugin.fixtures", "a subpackage above it"),
         ("harness.commands.cli", "harness.plugin.recorder", "side by side"),
         ("harness.report.render", "harness.api", "public facade"),
-        ("harness.subjects.mutants", "harness.testing", "only the pytest side"),
+        ("harness.subjects.mutant_decoders", "harness.testing", "only the pytest side"),
     ],
 )
 def test_the_layer_rule_names_an_import_against_the_order(module, imported, complaint):

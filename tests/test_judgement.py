@@ -123,13 +123,12 @@ def test_the_run_command_parses_back_into_the_same_options(
     command = run_command(options, "sampling")
     args = build_parser().parse_args(command[1:])
     assert args.suite == "sampling"
-    parsed = (args.decoder, args.model, args.device, args.dtype, args.budget, int(args.harness_seed), args.reference)
+    parsed = (args.decoder, args.model, args.device, args.dtype, args.budget, int(args.seed), args.reference)
     assert parsed == (decoder, options.model, options.device, dtype, budget, seed, str(reference))
     assert args.engine_fixes == ",".join(fixes) if fixes else args.engine_fixes == "none"
     assert args.engine_runner == runner
     assert [a.split("=", 1)[0] for a in args.engine_arg] == [name for name, _ in arguments]
-    tail = args.pytest_args[1:] if args.pytest_args[:1] == ["--"] else args.pytest_args
-    assert tail == ([f"--harness-sampling-tv={sampling_tv!r}"] if sampling_tv is not None else [])
+    assert args.sampling_tv == (repr(sampling_tv) if sampling_tv is not None else None) and not args.pytest_args
 
 
 def test_a_pytest_run_prints_what_it_judged_and_names_a_suite_that_judged_nothing(pytester, tmp_path):

@@ -11,7 +11,7 @@ from test_invariant_suite_catches_mutants import STATE_MUTANTS
 from test_position_mutants import CATCHING_CASE as POSITION_CATCHING_CASE
 from test_sampling_suite_catches_mutants import CATCHING_CASE
 
-from harness.subjects.mutants import EXPECTED_VERDICT, MUTANTS, TARGET_SUITE
+from harness.subjects.mutant_decoders import EXPECTED_VERDICT, MUTANTS, TARGET_SUITE
 
 PROVEN = {
     "greedy": set(GREEDY_MUTANTS),

@@ -58,11 +58,11 @@ def test_it_shows_its_options_in_one_group(pytester):
     result.stdout.fnmatch_lines(
         [
             "mtp-harness: MTP decoding correctness:",
-            "*--harness-decoder=HARNESS_DECODER*",
-            "*--harness-model=HARNESS_MODEL*",
-            "*--harness-device=HARNESS_DEVICE*",
-            "*--harness-dtype=HARNESS_DTYPE*",
-            "*--harness-seed=HARNESS_SEED*",
+            "*--harness-decoder=NAME*",
+            "*--harness-device=DEVICE*",
+            "*--harness-dtype=DTYPE*",
+            "*--harness-model=DIR|FIXTURE*",
+            "*--harness-seed=SEED*",
         ]
     )
 

@@ -1,5 +1,5 @@
 """The whole-sequence cases catch errors confined to a few output positions: each position-confined mutant
-(harness/subjects/mutants.py) is rejected by a per-position test at an output position >= 5 (the last token, the
+(harness/subjects/mutant_decoders.py) is rejected by a per-position test at an output position >= 5 (the last token, the
 first token of a KV block) of a PIT case, where the pooled tests alone would dilute it 48-fold; the same
 case passes on the correct decoder."""
 

@@ -12,16 +12,18 @@ from types import SimpleNamespace
 
 import pytest
 
-import harness.commands.cli as cli
+import harness.commands.run as cli
 import harness.plugin.progress as progress
-from harness.contract.run_options import RunOptions
+from harness.commands.cli import build_parser
+from harness.contract.run_options import given_options
 from harness.plugin.progress import Progress, format_duration, progress_line
 
 pytest_plugins = ["pytester"]
 
 
 def command_for(tmp_path, *options: str) -> list[str]:
-    return cli.pytest_command(cli.build_parser().parse_args(["run", *options]), RunOptions(), tmp_path / "junit.xml")
+    args = build_parser().parse_args(["run", *options])
+    return cli.pytest_command(args, given_options(args), tmp_path / "junit.xml")
 
 
 def workers_of(command: list[str]) -> int:

@@ -68,7 +68,7 @@ def outcomes(results: dict) -> dict[str, str]:
 def test_the_toy_joins_the_registry_with_its_package_and_one_registry_line(toy_environment):
     probe = (
         "from harness.subjects.engines.registry import engine_of_decoder, engines\n"
-        "from harness.subjects.registry import known_decoders\n"
+        "from harness.subjects.decoder_registry import known_decoders\n"
         "engine = engine_of_decoder('toy-mtp')\n"
         "print(sorted(engines()), [d for d in known_decoders() if d.startswith('toy')], engine.version('cpu'))\n"
     )

@@ -10,15 +10,15 @@ from transformers import LogitsProcessorList
 from harness.contract.decoder import DecodeRequest, SamplingConfig, cannot_serve, drafts_from
 from harness.contract.errors import HarnessError
 from harness.decoding.target_decoder import TargetOnlyDecoder
-from harness.subjects.transformers.candidates import (
+from harness.subjects.engines.transformers.candidates import (
     ForcedDraftsProcessor,
     PassRecorder,
     TransformersLoopChanged,
     _instrument_generator,
     instrument_generation,
 )
-from harness.subjects.transformers.decoders import TransformersAssistedDecoder, TransformersMTPDecoder
-from harness.subjects.transformers.use_mtp import mtp_depths_in_use
+from harness.subjects.engines.transformers.generation import TransformersAssistedDecoder, TransformersMTPDecoder
+from harness.subjects.engines.transformers.use_mtp import mtp_depths_in_use
 
 SUBJECTS = {"transformers-mtp": TransformersMTPDecoder, "transformers-assisted": TransformersAssistedDecoder}
 

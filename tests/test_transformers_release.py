@@ -13,12 +13,13 @@ import pytest
 
 from harness.contract.decoder import DecodeRequest, SamplingConfig, drafter, drafts_from
 from harness.contract.run_options import EngineOptions
+from harness.subjects.decoder_registry import make_decoder
 from harness.subjects.engines import transformers as transformers_engine
+from harness.subjects.engines.abilities import PinnedInProcess
 from harness.subjects.engines.engine import Engine
 from harness.subjects.engines.environments import NO_MTP, EngineEnvironment, Flavour
 from harness.subjects.engines.registry import engine_of_decoder
 from harness.subjects.engines.transformers.environment import ENVIRONMENT, MTP_PROBE
-from harness.subjects.registry import make_decoder
 
 PINNED = distribution_version("transformers")
 ENGINE = transformers_engine.ENGINE
@@ -33,9 +34,10 @@ def test_the_decoders_are_the_engines_only_for_another_release():
 
 
 def run_options(**options):
-    from harness.subjects.run_options import CLI, read_run_options
+    from harness.door import RUN, read_run_options
 
-    return read_run_options(decoder="transformers-mtp", model="tiny-deepseek-v3", spelling=CLI, **options)
+    given = {name.replace("_", "-"): value for name, value in options.items()}
+    return read_run_options({"decoder": "transformers-mtp", "model": "tiny-deepseek-v3", **given}, RUN)
 
 
 def test_the_harness_s_own_release_named_is_the_in_process_run():
@@ -44,7 +46,7 @@ def test_the_harness_s_own_release_named_is_the_in_process_run():
 
 
 def test_a_release_not_installed_stops_at_the_door_naming_the_install(tmp_path, monkeypatch):
-    from harness.subjects.run_options import UsageError
+    from harness.door import UsageError
 
     monkeypatch.setenv("MTP_HARNESS_ENGINES", str(tmp_path))
     with pytest.raises(UsageError) as error:
@@ -81,8 +83,8 @@ def test_an_engine_may_have_several_decoders_that_speculate_and_at_most_one_that
     Engine(decoders={"x-a": True, "x-b": True}, **fields)
     with pytest.raises(ValueError, match="at most one that does not"):
         Engine(decoders={"x-a": True, "x": False, "y": False}, **fields)
-    with pytest.raises(ValueError, match="a decoder factory for a decoder it does not declare"):
-        Engine(decoders={"x-a": True}, decoder_factories={"x-b": ENGINE.make_decoder}, **fields)
+    with pytest.raises(ValueError, match="an ability listed twice"):
+        Engine(decoders={"x-a": True}, abilities=(PinnedInProcess({}), PinnedInProcess({})), **fields)
 
 
 REQUESTS = (
@@ -115,7 +117,7 @@ def test_the_server_returns_what_the_in_process_subject_returns(decoder, fixture
 
 
 def test_the_mtp_decoder_refuses_a_checkpoint_transformers_cannot_read_before_any_process(fixture_bundle):
-    from harness.subjects.transformers.use_mtp import TransformersMTPUnsupported
+    from harness.subjects.engines.transformers.use_mtp import TransformersMTPUnsupported
 
     with pytest.raises(TransformersMTPUnsupported, match="no weight mapping for the MiMo layout"):
         ENGINE.build("transformers-mtp", fixture_bundle("tiny-mimo"), EngineOptions(version="5.23.0"))
@@ -127,7 +129,7 @@ def test_a_release_without_mtp_generation_refuses_transformers_mtp_instead_of_de
     """What the server runs on a release before 5.20 (5.0.0 takes use_mtp=True and drafts nothing)."""
     from transformers.generation import candidate_generator
 
-    from harness.subjects.transformers.use_mtp import TransformersMTPUnsupported
+    from harness.subjects.engines.transformers.use_mtp import TransformersMTPUnsupported
 
     monkeypatch.delattr(candidate_generator, "MTPCandidateGenerator")
     with pytest.raises(TransformersMTPUnsupported, match=r"has no MTP generation \(no MTPCandidateGenerator\)"):

@@ -1,150 +1,119 @@
-"""`mtp-harness bench`: throughput of the batched MTPDecoder against transformers' MTP generation loop.
-
-Measured in one run, on one model and one prompt, at temperature 1 (the sampling suites' workload):
-    - samples/s of MTPDecoder decoding N requests as one batch (distinct seeds);
-    - samples/s of transformers' generate(use_mtp=True), one request at a time (M requests);
-    - tokens committed per verification pass, and accepted drafts per pass;
-    - the MTP heads' cost relative to the target: the time to propose k drafts (one query per depth)
-      over the time of one target verification pass of k + 1 queries, same batch and cache length.
-Timings are wall-clock medians of repeats on a possibly shared machine: compare ratios, not seconds.
-"""
+"""`mtp-harness bench`: the harness's speed. `decoder`: the batched MTP decoder against transformers' MTP loop
+(bench_decoder.py); `run` and `mutants`: a job run as a user runs it, timed against its goal (bench_jobs.py); `vllm`:
+the harness's overhead on vLLM against vLLM's own generate (bench_overhead.py)."""
 
 from __future__ import annotations
 
-import statistics
-import time
-from collections.abc import Callable
-from dataclasses import asdict, dataclass
+import argparse
+import json
 
-import torch
-from transformers import DynamicCache
+from harness.contract.paths import DEFAULT_MODEL
 
-from harness.contract.decoder import DecodeRequest, SamplingConfig
-from harness.decoding.forward import depth_pass, target_pass
-from harness.decoding.mtp_decoder import MTPDecoder
-from harness.decoding.slots import SlotCache
-from harness.models.loading import ModelBundle
-from harness.subjects.transformers.decoders import TransformersMTPDecoder
+HELP = "the harness's speed: the batched MTP decoder vs transformers' MTP loop, or a job timed against its goal"
 
 
-@dataclass(frozen=True)
-class BenchResult:
-    model: str
-    dtype: str
-    prompt_tokens: int
-    new_tokens: int
-    k: int
-    temperature: float
-    mtp_requests: int
-    mtp_seconds: float
-    mtp_samples_per_second: float
-    transformers_requests: int
-    transformers_seconds: float
-    transformers_samples_per_second: float
-    speedup: float
-    tokens_per_pass: float
-    accepted_drafts_per_pass: float
-    head_cost_vs_verify_pass: float
-    torch_threads: int
-
-    def to_dict(self) -> dict[str, object]:
-        return asdict(self)
-
-
-def _median_seconds(work: Callable[[], object], repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        started = time.perf_counter()
-        work()
-        times.append(time.perf_counter() - started)
-    return statistics.median(times)
-
-
-def head_cost_ratio(bundle: ModelBundle, prompt: list[int], batch: int, k: int, repeats: int = 5) -> float:
-    """(k MTP depth passes of one query) / (one target pass of k + 1 queries), on a prefilled batch."""
-    device = bundle.device
-    ids = torch.tensor([prompt] * batch, device=device)
-    positions = torch.arange(len(prompt), device=device)[None].expand(batch, -1)
-    valid = torch.ones_like(ids, dtype=torch.bool)
-
-    def prepared() -> tuple[SlotCache, torch.Tensor]:
-        slots = SlotCache(bundle.new_target_cache(), range(bundle.config.num_hidden_layers), batch, device)
-        hidden, _ = target_pass(bundle, slots, ids, positions, valid)
-        return slots, hidden
-
-    slots, hidden = prepared()
-    verify_ids = ids[:, -1:].expand(-1, k + 1)
-    verify_positions = len(prompt) + torch.arange(k + 1, device=device)[None].expand(batch, -1)
-
-    def verify() -> None:
-        target_pass(bundle, slots, verify_ids, verify_positions, torch.ones_like(verify_ids, dtype=torch.bool))
-        slots.keep_below(torch.full((batch,), len(prompt), device=device))
-
-    depth_slots = [SlotCache(DynamicCache(), [d], batch, device) for d in range(len(bundle.depths))]
-
-    def propose() -> None:
-        carried = hidden[:, -1:]
-        for step in range(k):
-            d = min(step, len(bundle.depths) - 1)
-            position = torch.full((batch, 1), len(prompt) + step, device=device)
-            carried = depth_pass(bundle, d, depth_slots[d], ids[:, -1:], carried, position, valid[:, :1])
-            bundle.depths[d].head(carried)
-        for cache in depth_slots:
-            cache.keep_below(torch.zeros(batch, dtype=torch.long, device=device))
-
-    with torch.no_grad():
-        verify_seconds = _median_seconds(verify, repeats)
-        propose_seconds = _median_seconds(propose, repeats)
-    return propose_seconds / verify_seconds
-
-
-def run_bench(
-    bundle: ModelBundle,
-    prompt: list[int],
-    requests: int = 4096,
-    new_tokens: int = 8,
-    k: int = 2,
-    temperature: float = 1.0,
-    transformers_requests: int = 64,
-) -> BenchResult:
-    sampling = SamplingConfig(temperature=temperature)
-
-    def make(count: int) -> list[DecodeRequest]:
-        return [
-            DecodeRequest(tuple(prompt), new_tokens, sampling=sampling, seed=seed, num_draft_tokens=k)
-            for seed in range(count)
-        ]
-
-    mtp = MTPDecoder(bundle)
-    mtp.decode(make(8))  # warm-up
-    batch = make(requests)
-    started = time.perf_counter()
-    results = mtp.decode(batch)
-    mtp_seconds = time.perf_counter() - started
-    steps = [step for result in results for step in result.steps]
-    reference = TransformersMTPDecoder(bundle)
-    reference.decode(make(2))  # warm-up
-    started = time.perf_counter()
-    reference.decode(make(transformers_requests))
-    transformers_seconds = time.perf_counter() - started
-    mtp_rate = requests / mtp_seconds
-    transformers_rate = transformers_requests / transformers_seconds
-    return BenchResult(
-        model=bundle.name,
-        dtype=str(bundle.dtype).removeprefix("torch."),
-        prompt_tokens=len(prompt),
-        new_tokens=new_tokens,
-        k=k,
-        temperature=temperature,
-        mtp_requests=requests,
-        mtp_seconds=mtp_seconds,
-        mtp_samples_per_second=mtp_rate,
-        transformers_requests=transformers_requests,
-        transformers_seconds=transformers_seconds,
-        transformers_samples_per_second=transformers_rate,
-        speedup=mtp_rate / transformers_rate,
-        tokens_per_pass=sum(len(s.emitted) for s in steps) / len(steps),
-        accepted_drafts_per_pass=sum(s.accepted for s in steps) / len(steps),
-        head_cost_vs_verify_pass=head_cost_ratio(bundle, prompt, min(requests, 256), k),
-        torch_threads=torch.get_num_threads(),
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--job",
+        action="append",
+        choices=("decoder", "run", "mutants", "vllm"),
+        help="decoder (default): samples/s of the MTP decoder vs transformers; run: `mtp-harness run` with no options, "
+        "timed against 3 minutes, with its time left at 25/50/75%% against the time actually left; mutants: the "
+        "catalogue at the ci budget, timed against 15 minutes; vllm: the vllm-mtp subject's decode against vLLM's "
+        "own LLM.generate, 100 requests x 32 tokens on tiny-mimo at k=2, against 1.2x (repeat --job for several)",
     )
+    parser.add_argument(
+        "--repeats", type=int, default=5, help="vllm job: measured decodes on each path, medians (default 5)"
+    )
+    parser.add_argument("--model", default=str(DEFAULT_MODEL), help="model directory or fixture name")
+    parser.add_argument("--device", default="cpu", help="torch device (default: cpu)")
+    parser.add_argument(
+        "--dtype",
+        nargs="+",
+        default=None,
+        help="one or more dtypes, each measured in the same run (default: float32 and float64 on CPU, bf16 on CUDA)",
+    )
+    parser.add_argument("--requests", type=int, default=4096, help="requests decoded as one batch (default 4096)")
+    parser.add_argument("--new-tokens", type=int, default=8, help="tokens per request (default 8)")
+    parser.add_argument("-k", type=int, default=2, help="draft tokens per pass (default 2)")
+    parser.add_argument("--temperature", type=float, default=1.0, help="sampling temperature (default 1.0)")
+    parser.add_argument(
+        "--transformers-requests", type=int, default=64, help="requests for the transformers loop (default 64)"
+    )
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+
+
+def main(args: argparse.Namespace) -> int:
+    jobs = args.job or ["decoder"]
+    timed = [job for job in jobs if job in ("run", "mutants")]
+    failed = bench_jobs(timed, args.json) if timed else 0
+    if "vllm" in jobs:
+        failed = bench_vllm(args.repeats, args.json) or failed
+    if "decoder" in jobs:
+        failed = bench_decoder(args) or failed
+    return failed
+
+
+def bench_vllm(repeats: int, as_json: bool) -> int:
+    """The harness's overhead on vLLM (harness/commands/bench_overhead.py)."""
+    from harness.commands.bench_overhead import measure_overhead
+
+    result = measure_overhead("vllm-mtp", repeats=repeats)
+    print(json.dumps(result.to_dict(), indent=2) if as_json else result.summary())
+    return 0
+
+
+def bench_jobs(jobs: list[str], as_json: bool) -> int:
+    """Each job run as a user runs it, timed against its goal (harness/commands/bench_jobs.py); 1 when a job failed."""
+    from harness.commands.bench_jobs import job_summary, time_job
+
+    results = [time_job(job) for job in jobs]
+    if as_json:
+        print(json.dumps([result.to_dict() for result in results], indent=2))
+    else:
+        print("\n".join(job_summary(result) for result in results))
+    return 1 if any(result.exit_code for result in results) else 0
+
+
+def bench_decoder(args: argparse.Namespace) -> int:
+    from harness.commands.bench_decoder import run_bench
+    from harness.models.allocator import keep_freed_memory
+
+    keep_freed_memory()  # as in a run's workers (harness/models/allocator.py)
+    from harness.contract.paths import resolve_model_path
+    from harness.models.loading import load_bundle
+    from harness.models.prompts import load_prompts
+
+    dtypes = args.dtype or (["bf16"] if args.device.startswith("cuda") else ["float32", "float64"])
+    results = []
+    for dtype in dtypes:
+        bundle = load_bundle(resolve_model_path(args.model), device=args.device, dtype=dtype)
+        prompt = load_prompts()[0].encode(bundle.tokenizer)
+        results.append(
+            run_bench(
+                bundle, prompt, args.requests, args.new_tokens, args.k, args.temperature, args.transformers_requests
+            )
+        )
+    if args.json:
+        print(json.dumps([r.to_dict() for r in results], indent=2))
+        return 0
+    first = results[0]
+    print(
+        f"model {first.model}, prompt {first.prompt_tokens} tokens, {first.new_tokens} new tokens, k={first.k}, "
+        f"temperature {first.temperature}, {first.torch_threads} torch threads, {args.device}"
+    )
+    print(
+        f"{'dtype':<9}{'MTPDecoder samples/s':>22}{'transformers samples/s':>24}{'speed-up':>10}"
+        f"{'tokens/pass':>13}{'accepted/pass':>15}{'heads/verify':>14}"
+    )
+    for result in results:
+        print(
+            f"{result.dtype:<9}{result.mtp_samples_per_second:>22.1f}{result.transformers_samples_per_second:>24.1f}"
+            f"{result.speedup:>9.1f}x{result.tokens_per_pass:>13.3f}{result.accepted_drafts_per_pass:>15.3f}"
+            f"{result.head_cost_vs_verify_pass:>14.3f}"
+        )
+    print(
+        f"(MTPDecoder: {first.mtp_requests} requests as one batch; transformers: {first.transformers_requests} "
+        "requests one at a time; heads/verify: k drafts vs one (k+1)-token verify pass)"
+    )
+    return 0

@@ -26,11 +26,12 @@ from harness.contract.errors import HarnessError
 from harness.contract.paths import resolve_model_path
 from harness.models.loading import load_bundle
 from harness.models.prompts import load_prompts
+from harness.subjects.decoder_registry import make_decoder
+from harness.subjects.engines.abilities import OverheadProbe
 from harness.subjects.engines.decoder import EngineDecoder
 from harness.subjects.engines.process import EngineProcess
 from harness.subjects.engines.registry import engine_of_decoder
 from harness.subjects.engines.wire import request_message
-from harness.subjects.registry import make_decoder
 
 OVERHEAD_GOAL = 1.2  # issue 47: the harness at most 1.2x vLLM's own LLM.generate
 
@@ -85,10 +86,11 @@ def measure_overhead(
     if repeats < 1:
         raise HarnessError(f"repeats must be at least 1, got {repeats}")
     engine = engine_of_decoder(decoder_name)
-    if engine is None or engine.alone is None or not engine.decoders[decoder_name]:
+    probe = engine.ability(OverheadProbe) if engine is not None else None
+    if engine is None or probe is None or not engine.decoders[decoder_name]:
         raise HarnessError(
             f"decoder {decoder_name!r}: no overhead probe (an engine's speculating decoder with an "
-            "`alone` script has one)"
+            "overhead probe has one)"
         )
     bundle = load_bundle(resolve_model_path(model), device="cpu", dtype=engine.default_dtypes["cpu"])
     encoded = (prompt.encode(bundle.tokenizer) for prompt in load_prompts())
@@ -99,7 +101,7 @@ def measure_overhead(
         raise HarnessError(f"decoder {decoder_name!r} is not an engine's: no engine alone to compare it with")
     alone = EngineProcess(
         decoder.server_python(),
-        engine.alone,
+        probe.server,
         decoder.server_config(k, "greedy"),
         decoder.server_env(),
         f"{engine.name}-alone-{bundle.name}-k{k}",

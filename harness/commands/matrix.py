@@ -19,13 +19,14 @@ import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.contract.budget import BUDGETS
 from harness.contract.errors import HarnessError
 from harness.contract.paths import REPO_ROOT, REPORTS, resolve_model_path
+from harness.contract.run_options import declare_options, option_named
 from harness.contract.suites import parse_suites
 from harness.subjects.engines import finding_versions
 from harness.subjects.engines.environments import (
@@ -41,6 +42,12 @@ from harness.subjects.engines.reproducer_verdict import reproducer_verdict
 
 if TYPE_CHECKING:
     from harness.subjects.engines.engine import Engine
+
+HELP = "which engine releases are safe with MTP: the suites and every finding's reproducer on each release"
+DESCRIPTION = (
+    "Install each release of the engine where missing, run every finding's reproducer and the suites on it as shipped, "
+    "and write versions.json and its page in reports/matrix-<time>/."
+)
 
 REPRODUCER_TIMEOUT_S = 900
 
@@ -76,8 +83,10 @@ def parse_versions(text: str) -> tuple[str, ...]:
 def plan(args: argparse.Namespace) -> MatrixPlan:
     """The door: the decoder is an engine's speculative decoder, the releases are release numbers, the model directory,
     suites, budget and runner exist. Raises HarnessError (one line)."""
+    from harness.contract.run_options import Reference
+    from harness.door.checks import checked_model
+    from harness.subjects.engines.abilities import ModelRunners, SourceBuild
     from harness.subjects.engines.registry import engine_of_decoder
-    from harness.subjects.run_options import CLI, check_model
 
     engine = engine_of_decoder(args.decoder, any_release=True)
     if engine is None or not engine.decoders[args.decoder]:
@@ -89,12 +98,18 @@ def plan(args: argparse.Namespace) -> MatrixPlan:
     if args.budget not in BUDGETS:
         raise HarnessError(f"--budget {args.budget}: choose {', '.join(sorted(BUDGETS))}")
     flavour = args.flavour or default_flavour(engine.environment)
-    runner = args.runner or engine.release_runner or engine.default_runners.get(flavour)
-    if runner is not None and runner not in engine.runners:
-        raise HarnessError(f"--runner {runner}: {engine.name} has the runners {', '.join(engine.runners)}")
-    if runner is not None and runner == engine.source_runner:
+    runners, build = engine.ability(ModelRunners), engine.ability(SourceBuild)
+    runner = args.runner or (build.release_runner if build else runners.picked.get(flavour) if runners else None)
+    if runner is not None and (runners is None or runner not in runners.runners):
+        raise HarnessError(
+            f"--runner {runner}: {engine.name} has the runners {', '.join(runners.runners if runners else ())}"
+        )
+    if build is not None and runner == build.runner:
         raise HarnessError(f"--runner {runner}: built from the pinned release's source only, not across releases")
-    check_model(args.model, CLI)
+    try:
+        checked_model(args.model, Reference.HARNESS, engine)
+    except HarnessError as error:
+        raise HarnessError(f"--model {args.model}: {error}") from None
     if args.max_failures < 1:
         raise HarnessError(f"--max-failures {args.max_failures}: at least 1")
     if args.record and REPO_ROOT is None:
@@ -155,9 +170,12 @@ def applicable(p: MatrixPlan) -> list[Finding]:
 
 def reproduce_all(p: MatrixPlan, python: str) -> dict[str, dict[str, Any]]:
     """The applicable findings' reproducers on one release, -n at once; slug -> its result."""
-    if REPO_ROOT is None or p.engine.reproducer_arguments is None:
+    from harness.subjects.engines.abilities import FindingReproducers
+
+    reproducers = p.engine.ability(FindingReproducers)
+    if REPO_ROOT is None or reproducers is None:
         return {}
-    arguments = p.engine.reproducer_arguments(p.runner, resolve_model_path(p.model))
+    arguments = reproducers.arguments(p.runner, resolve_model_path(p.model))
     findings = applicable(p)
     with ThreadPoolExecutor(max_workers=max(1, p.workers)) as pool:
         results = pool.map(lambda finding: reproduce(python, finding, arguments), findings)
@@ -227,7 +245,7 @@ def write_matrix(record: dict[str, Any], directory: Path) -> None:
     (directory / "versions.md").write_text(versions_markdown(record))
 
 
-def run_matrix(args: argparse.Namespace) -> int:
+def main(args: argparse.Namespace) -> int:
     from harness.report.run_header import git_commit
 
     log = lambda line: print(f"mtp-harness matrix: {line}", flush=True)  # noqa: E731
@@ -322,13 +340,11 @@ def matrix_text(record: dict[str, Any]) -> str:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from harness.contract.paths import DEFAULT_MODEL
-
     parser.add_argument("--decoder", required=True, help="an engine's MTP decoder (vllm-mtp, llamacpp-mtp)")
     parser.add_argument("--versions", required=True, help="the engine's releases, joined by commas (0.31.0,0.32.0)")
-    parser.add_argument("--model", default=str(DEFAULT_MODEL), help="model directory or fixture name")
+    smoke = replace(option_named("budget"), default="smoke")  # a release's suites at the smoke budget by default
+    declare_options(parser.add_argument, lambda row: [row.cli_flag], (option_named("model"), smoke))
     parser.add_argument("--suite", default="greedy", help="the suites run on each release (default: greedy)")
-    parser.add_argument("--budget", default="smoke", help="the suites' budget (default: smoke)")
     parser.add_argument(
         "--runner", default=None, help="the engine's runner on every release (default: vLLM v1 on CPU; llama.cpp wheel)"
     )

@@ -7,20 +7,37 @@ near-ties), else CPU in float32.
 
 from __future__ import annotations
 
+import argparse
 import json
 import shlex
 import subprocess
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from harness.commands import mutants as mutants_command
 from harness.contract.budget import BUDGETS
 from harness.contract.invocation import suites_pytest, wait_through_ctrl_c
-from harness.contract.paths import SUITES_DIR
-from harness.contract.run_options import RunOptions, pytest_arguments
+from harness.contract.paths import REPORTS, SUITES_DIR
+from harness.contract.run_options import RunOptions, declare_options, option_named, pytest_arguments
 from harness.contract.suites import SUITE_NAMES, marker_expression
 
 NIGHTLY_MARKERS = marker_expression((*SUITE_NAMES, "gpu"))
+HELP = "the nightly job: every suite and the mutation catalogue at a budget, one report"
+RUN_OPTIONS = ("decoder", "model", "device", "dtype", "budget")  # the run options of the nightly (the table's rows)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    defaults = {"budget": "full", "device": None}  # the full budget; CUDA when torch sees one, else the CPU
+    rows = [option_named(name) for name in RUN_OPTIONS]
+    table = [replace(row, default=defaults.get(row.name, row.default)) for row in rows]
+    declare_options(parser.add_argument, lambda row: [row.cli_flag], table)
+    parser.add_argument("-n", "--workers", type=int, default=2, help="pytest-xdist workers / parallel mutants")
+    parser.add_argument("--report-dir", type=Path, default=REPORTS, help="where run directories go")
+
+
+def main(args: argparse.Namespace) -> int:
+    return run_nightly(args.budget, args.decoder, args.model, args.device, args.dtype, args.workers, args.report_dir)
 
 
 def default_device() -> str:
@@ -101,7 +118,7 @@ def run_nightly(
     catalogue_dir = run_dir / "mutants"
     arguments = catalogue_arguments(budget, model, device, dtype, workers, catalogue_dir)
     print("mtp-harness nightly: mtp-harness", shlex.join(arguments), flush=True)
-    catalogue_code = mutants_command.run(mutants_command.parse(arguments[1:]))
+    catalogue_code = mutants_command.main(mutants_command.parse(arguments[1:]))
     alarms = false_alarm_runs(budget, model, device, dtype, workers)
     merged = merge_catalogue(run_dir, next(iter(sorted(catalogue_dir.glob("*-mutants"))), catalogue_dir), alarms)
     verdict = "PASSED" if suites_code == 0 and catalogue_code == 0 else "FAILED"

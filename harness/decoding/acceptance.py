@@ -38,7 +38,7 @@ class PassPlace:
     """Where a verification pass sits, per row [B]: the sequence index of its first new token (the prompt
     included: KV block boundaries are multiples of the block size there) and the tokens it may still emit
     before max_new_tokens. The correct rules ignore it; a rule with `positioned = True` is handed it (the
-    mutants whose error depends on the position: harness/subjects/mutants.py)."""
+    mutants whose error depends on the position: harness/subjects/mutant_decoders.py)."""
 
     first_index: torch.Tensor
     remaining: torch.Tensor

@@ -110,8 +110,8 @@ def _cell(cases: list[ElementTree.Element], correct: bool) -> Cell:
 
 def suite_order(decoder: str, suites: Sequence[str]) -> list[str]:
     """The mutant's target suite first, then the others in catalogue order."""
-    from harness.subjects.mutants import TARGET_SUITE
-    from harness.subjects.registry import MUTANT_PREFIX
+    from harness.subjects.decoder_registry import MUTANT_PREFIX
+    from harness.subjects.mutant_decoders import TARGET_SUITE
 
     target = TARGET_SUITE.get(decoder.removeprefix(MUTANT_PREFIX))
     return sorted(suites, key=lambda suite: (suite != target, CATALOGUE_SUITES.index(suite)))
@@ -119,8 +119,8 @@ def suite_order(decoder: str, suites: Sequence[str]) -> list[str]:
 
 def stops_at_first_catch(decoder: str, full_table: bool) -> bool:
     """Only mutants expected to be caught stop early; the correct decoder and the controls run in full."""
-    from harness.subjects.mutants import EXPECTED_VERDICT
-    from harness.subjects.registry import MUTANT_PREFIX
+    from harness.subjects.decoder_registry import MUTANT_PREFIX
+    from harness.subjects.mutant_decoders import EXPECTED_VERDICT
 
     return not full_table and EXPECTED_VERDICT.get(decoder.removeprefix(MUTANT_PREFIX)) == "caught"
 
@@ -175,8 +175,8 @@ def longest_first(decoders: Sequence[str], full_table: bool = False) -> list[str
     """The order the decoders start in, so that the last to finish is a short one: those that run every suite in full
     (the correct decoder, the controls) first, then the mutants whose suite is the sampling one (their first catch
     comes after some of the family is computed), then the rest; the given order within each."""
-    from harness.subjects.mutants import TARGET_SUITE
-    from harness.subjects.registry import MUTANT_PREFIX
+    from harness.subjects.decoder_registry import MUTANT_PREFIX
+    from harness.subjects.mutant_decoders import TARGET_SUITE
 
     def rank(decoder: str) -> int:
         if not stops_at_first_catch(decoder, full_table):
@@ -191,8 +191,8 @@ def catalogue_table(
 ) -> dict:
     """The report's `mutants` section: mutant x suite, the score over mutants expected to be caught, and
     whether the correct decoder and the exact controls passed every suite."""
-    from harness.subjects.mutants import EXPECTED_VERDICT, MUTANTS
-    from harness.subjects.registry import MUTANT_PREFIX
+    from harness.subjects.decoder_registry import MUTANT_PREFIX
+    from harness.subjects.mutant_decoders import EXPECTED_VERDICT, MUTANTS
 
     rows, correct = [], None
     for run in runs:

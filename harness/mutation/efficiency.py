@@ -108,7 +108,7 @@ def measure(mutant: str, case_id: str, bundle: ModelBundle, family_size: int) ->
     """Samples to first rejection (median of STREAMS) vs the ideal tests, for one mutant on one law case."""
     from harness.checks.sampling_cases import case_grid, law_samples
     from harness.models.prompts import load_prompts
-    from harness.subjects.mutants import MUTANTS
+    from harness.subjects.mutant_decoders import MUTANTS
 
     case = {c.id: c for c in case_grid()}[case_id]
     prompt = {p.id: p for p in load_prompts()}[case.prompt_id]

@@ -69,7 +69,7 @@ def measure_position(
     """Sequences to first rejection (median of STREAMS) vs the ideal test, for one mutant on one PIT case;
     each stream holds `length` sequences (default: the case's N at the ci budget)."""
     from harness.models.prompts import load_prompts
-    from harness.subjects.mutants import MUTANTS
+    from harness.subjects.mutant_decoders import MUTANTS
 
     case = {c.id: c for c in case_grid()}[case_id]
     prompt_ids = tuple({p.id: p for p in load_prompts()}[case.prompt_id].encode(bundle.tokenizer))

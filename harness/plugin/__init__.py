@@ -28,7 +28,7 @@ __all__ = ["pytest_addoption", "pytest_configure", "pytest_load_initial_conftest
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config: pytest.Config, args: list[str]) -> None:
     """In a harness session, the run's options are read and checked here, before pytest loads the suites' conftest
-    files (harness/subjects/run_options.py): bad input stops as one line with exit status 2."""
+    files (harness/door/): bad input stops as one line with exit status 2."""
     early_config.stash[ACTIVE] = harness_session(early_config)
     if early_config.stash[ACTIVE] and not getattr(early_config.known_args_namespace, "help", False):
         from harness.plugin.session import read_options

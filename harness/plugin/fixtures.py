@@ -55,7 +55,7 @@ def bundle(run_options: RunOptions) -> ModelBundle:
 def decoder(run_options: RunOptions, bundle: ModelBundle) -> Iterator[Decoder]:
     """The decoder under test (--harness-decoder), built once per session for the model under test, under the run's
     engine options."""
-    from harness.subjects.registry import make_decoder
+    from harness.subjects.decoder_registry import make_decoder
 
     decoder = make_decoder(run_options.decoder, bundle, run_options.engine)
     yield decoder

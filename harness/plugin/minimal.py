@@ -37,7 +37,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     @cache
     def decoder_and_bundle() -> tuple[Decoder, ModelBundle]:
         from harness.models.loading import bundle_for
-        from harness.subjects.registry import make_decoder
+        from harness.subjects.decoder_registry import make_decoder
 
         bundle = bundle_for(options.model, options.device, options.dtype)
         return make_decoder(options.decoder, bundle, options.engine), bundle

@@ -8,132 +8,21 @@ from pathlib import Path
 
 import pytest
 
-from harness.contract.budget import BUDGETS, DEFAULT_BUDGET
-from harness.contract.paths import DATA_ROOT, FIXTURE_MODELS, PYTEST_CONFIG, SUITES_DIR
-from harness.contract.run_options import (
-    DEFAULT_CONFIGURATION,
-    DEFAULT_DECODER,
-    DEFAULT_DEVICE,
-    NO_FIXES,
-    PYTEST_PREFIX,
-    Reference,
-    RunOptions,
-)
-from harness.contract.seeds import DEFAULT_SEED
+from harness.contract.paths import DATA_ROOT, PYTEST_CONFIG, SUITES_DIR
+from harness.contract.run_options import PYTEST_PREFIX, declare_options
 
 SUITES_PACKAGE = "harness.suites"  # `pytest --pyargs harness.suites` runs an installed harness's suites
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
+    """The run options (the table of harness/contract/run_options.py, each as --harness-NAME), then the options of a
+    pytest session itself (the report, shrinking, slow tests, stopping at a catch)."""
     group = parser.getgroup("mtp-harness", "mtp-harness: MTP decoding correctness")
+    declare_options(group.addoption, lambda row: [row.pytest_flag])
 
     def option(name: str, **kwargs: object) -> None:
         group.addoption(PYTEST_PREFIX + name, **kwargs)
 
-    option(
-        "decoder",
-        default=DEFAULT_DECODER,
-        help="decoder under test: a registered name (mtp, target, transformers-mtp, vllm-mtp, mutant:<name>, ...) "
-        "or module:factory for your own. Default: mtp.",
-    )
-    option(
-        "model",
-        default=RunOptions().model,
-        help="model directory (config.json, safetensors, tokenizer.json) or the name of a bundled fixture "
-        f"({', '.join(sorted(p.name for p in FIXTURE_MODELS.glob('*') if p.is_dir()))}). Default: tiny-deepseek-v3.",
-    )
-    option("device", default=DEFAULT_DEVICE, help="torch device for the model, e.g. cpu or cuda. Default: cpu.")
-    option(
-        "dtype",
-        default=None,
-        help="model dtype: float64, float32, bf16, fp16. Default: the decoder's own (vLLM and llama.cpp: float32 on "
-        "CPU), else float64 on CPU (exact identity expected) and bf16 on CUDA.",
-    )
-    option(
-        "seed",
-        default=str(DEFAULT_SEED),
-        help=f"session seed: an integer, 'random' for a new one, or 'last' to replay the previous run's. "
-        f"Default: {DEFAULT_SEED}.",
-    )
-    option(
-        "budget",
-        default=DEFAULT_BUDGET,
-        choices=sorted(BUDGETS),
-        help="smoke | ci | full: scales sampling N and Hypothesis examples (default ci; see harness.contract.budget). "
-        "MTP_HARNESS_HYPOTHESIS_PROFILE, when set, still picks the Hypothesis profile.",
-    )
-    option(
-        "reference",
-        default=str(Reference.HARNESS),
-        choices=[str(r) for r in Reference],
-        help="where the target-only truth comes from: harness (default: the harness's own copy of the checkpoint, "
-        "loaded in this process) or engine (the engine under test without speculation and its own log-probabilities, "
-        "for a checkpoint the harness cannot hold beside the engine: this process then reads no weight file, and "
-        "the checks that need weights are skipped with the reason; harness/checks/engine_reference.py)",
-    )
-    option(
-        "engine-config",
-        default=DEFAULT_CONFIGURATION,
-        metavar="NAME",
-        help="for an engine subject: run every engine under this deployed configuration (vLLM: prefix-cache, "
-        "chunked-prefill, preempt, queue, async; llama.cpp: prefix-cache, chunked-prefill, queue, context-shift). "
-        "Default: default (the harness's own engine settings).",
-    )
-    option(
-        "engine-fixes",
-        default=NO_FIXES,
-        metavar="none|all|SLUG[,SLUG...]",
-        help="for an engine subject: run the engine with the documented fix of the named findings applied inside "
-        "its process (docs/findings/<slug>.md, Fix), to test what lies beneath the known bugs; a fixed "
-        "finding marks no test, and the report says which fixes were in. Default: none (the engine as shipped).",
-    )
-    option(
-        "engine-arg",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="for an engine subject: one of the engine's own arguments, passed through as data (repeat it), e.g. "
-        "--harness-engine-arg quantization=fp8 (vLLM's LLM arguments); the report header records them. The harness's "
-        "own settings (model, dtype, speculation, --harness-engine-config's) are refused",
-    )
-    option(
-        "engine-runner",
-        default=None,
-        metavar="NAME",
-        help="for an engine subject with a choice of runner: which (vLLM's model runner: v1, v2; on CPU, v2 runs its "
-        "Triton kernels in Triton's interpreter; llama.cpp's build: source, built from its source with the harness's "
-        "instrumentation, or wheel, the published wheel). Default: the one the engine picks itself on the device "
-        "(vLLM: v1 on CPU, v2 on CUDA; llama.cpp: source), named in the report header.",
-    )
-    option(
-        "engine-version",
-        default=None,
-        metavar="RELEASE",
-        help="for an engine subject: the engine's release to run, from its own environment (mtp-harness engine install "
-        "NAME --version RELEASE); as shipped, from its published package. Default: the pinned release",
-    )
-    option(
-        "engine-patch",
-        action="append",
-        default=[],
-        metavar="FILE",
-        help="for an engine built from its source (llama.cpp): a change of your own to its source (a unified diff "
-        "relative to llama.cpp's tree, as git diff writes it), applied in its build after the harness's "
-        "instrumentation (repeat it; the build must exist: mtp-harness engine install llama.cpp --build --patch FILE, "
-        "or mtp-harness run, which builds it). The report header records each patch's SHA-256.",
-    )
-    option("prompts", default=RunOptions().prompts, help="prompt fixture file (JSON). Default: fixtures/prompts.json.")
-    option(
-        "sampling-tv",
-        type=float,
-        default=None,
-        help="the total-variation shift each first-token-law case must detect with power 0.99 at the family "
-        "alpha; sets N per case (default: the budget's, "
-        + ", ".join(f"{name} {budget.sampling_tv}" for name, budget in BUDGETS.items())
-        + "); the whole-sequence cases' single-position shift scales with it (budget's: "
-        + ", ".join(f"{name} {budget.position_tv}" for name, budget in BUDGETS.items())
-        + ")",
-    )
     option(
         "slow",
         action="store_true",

@@ -13,6 +13,8 @@ the line says how many and by how much, and says the estimate is spent rather th
 
 from __future__ import annotations
 
+import shlex
+import sys
 import threading
 import time
 
@@ -159,6 +161,11 @@ class Progress:
                 self.write_line(now)
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
+    """In the controller: the command that reproduces the run by hand, printed once the door has passed its options,
+    then the progress lines."""
     if getattr(config, "workerinput", None) is None:
+        command = [sys.executable, "-m", "pytest", *map(str, config.invocation_params.args)]
+        print("mtp-harness run:", shlex.join(command), flush=True)
         config.pluginmanager.register(Progress(config), "mtp_harness_progress")

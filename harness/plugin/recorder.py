@@ -33,6 +33,7 @@ from harness.contract.records import (
 from harness.contract.run_options import RunOptions, pytest_arguments, without_run_options
 from harness.plugin.case_costs import bare_nodeid
 from harness.report.run_header import run_header
+from harness.subjects.engines.abilities import FailureReproducer, SourceBuild
 from harness.subjects.engines.environments import flavour_of
 from harness.subjects.engines.registry import engine_of_decoder
 from harness.triage.groups import failure_groups, known_groups
@@ -62,8 +63,9 @@ def write_reproducers(results: Results, run_dir: Path) -> None:
         if not minimal.get("reproduced"):
             continue
         name = f"repro-group-{group['group']}.py"
-        if engine is not None and engine.reproducer is not None and "server_config" in minimal:
-            script = engine.reproducer(group, run, name)
+        writer = engine.ability(FailureReproducer) if engine is not None else None
+        if writer is not None and "server_config" in minimal:
+            script = writer.write(group, run, name)
             python = engine.environment.python(flavour_of(run["device"]), release)
             group["reproducer_command"] = shlex.join([str(python), name])
             group["reproducer_about"] = (
@@ -236,7 +238,8 @@ def pytest_run_header(config: pytest.Config, options: RunOptions, run_id: str) -
     engine = engine_of_decoder(options.decoder, options.engine.version)
     if engine is not None:  # an out-of-process engine: which build of it ran
         flavour = flavour_of(options.device)
-        build = engine.build_record(options.engine) if engine.build_record is not None else None
+        source_build = engine.ability(SourceBuild)
+        build = source_build.record(options.engine) if source_build is not None else None
         if build is not None:  # built from source here: its version, patches (SHA-256) and build time
             patches = ", ".join(f"{p['name']} {p['sha256'][:12]}" for p in build["build"]["patches"])
             header["engine"] = f"{engine.name} {build['version']} ({flavour}; built from source: {patches})"

@@ -1,11 +1,12 @@
-"""A harness session's set-up: the run's options read and checked once (harness/subjects/run_options.py) and kept on the
-config (`run_options(config)`), the session seed (printed in the report header, handed to pytest-xdist workers,
-replayable with --harness-seed=last), one torch thread per xdist worker, glibc's allocator keeping freed memory
-(harness/models/allocator.py), the suites' markers, the Hypothesis profile of the budget, and the run recorder when a
-report is asked for."""
+"""A harness session's set-up: the run's options read and checked once at the door (harness/door/) and kept on the
+config (`run_options(config)`), an engine built from its source made where missing, the session seed (printed in the
+report header, handed to pytest-xdist workers, replayable with --harness-seed=last), one torch thread per xdist
+worker, glibc's allocator keeping freed memory (harness/models/allocator.py), the suites' markers, the Hypothesis
+profile of the budget, and the run recorder when a report is asked for."""
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -18,42 +19,35 @@ from hypothesis import settings
 from harness.contract.budget import BUDGETS
 from harness.contract.errors import HarnessError
 from harness.contract.paths import resolve_model_path
-from harness.contract.run_options import Reference, RunOptions
+from harness.contract.run_options import Reference, RunOptions, given_options
 from harness.contract.suites import OTHER_MARKERS, SUITES
 from harness.models.allocator import keep_freed_memory
 
 USAGE_ERROR = 2  # the exit status of options that cannot work, as `mtp-harness run` and argparse give it
 SEED_CACHE_KEY = "mtp_harness/seed"
+OPTIONS_RECORD = "mtp_harness_options"  # the controller's checked options, handed to each xdist worker
 RUN_OPTIONS = pytest.StashKey[RunOptions]()
 
 
 def read_options(config: pytest.Config) -> None:
     """Bad input stops here, as one line, before any test runs: called before pytest loads the suites' conftest files,
-    which import torch and the harness (seconds). xdist workers read the same options again (they pass there: the
-    controller checked them first)."""
-    from harness.subjects.run_options import read_run_options
+    which import torch and the harness (seconds). The door reads the options once, in the controller; an xdist worker
+    takes the controller's checked options (pytest_configure_node) instead of reading them again."""
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None and OPTIONS_RECORD in workerinput:
+        config.stash[RUN_OPTIONS] = RunOptions.from_record(json.loads(workerinput[OPTIONS_RECORD]))
+        return
+    from harness.door import PYTEST, RUN, UsageError, read_run_options
+    from harness.door.reading import FRONT_END_VARIABLE
 
-    options = config.known_args_namespace
+    # `mtp-harness run` names its options as it spells them (--decoder); its children do not inherit the spelling
+    front_end = RUN if os.environ.pop(FRONT_END_VARIABLE, "") == RUN.name else PYTEST
     try:
         config.stash[RUN_OPTIONS] = read_run_options(
-            decoder=options.harness_decoder,
-            model=options.harness_model,
-            device=str(options.harness_device),
-            dtype=options.harness_dtype,
-            budget=options.harness_budget,
-            seed=options.harness_seed,
-            reference=options.harness_reference,
-            engine_config=options.harness_engine_config,
-            engine_fixes=options.harness_engine_fixes,
-            engine_args=options.harness_engine_arg,
-            engine_runner=options.harness_engine_runner,
-            engine_patches=options.harness_engine_patch,
-            engine_version=options.harness_engine_version,
-            prompts=options.harness_prompts,
-            sampling_tv=options.harness_sampling_tv,
+            given_options(config.known_args_namespace, prefix="harness_"), front_end
         )
-    except HarnessError as error:  # pytest.exit is not caught while pytest parses its command line
-        sys.stderr.write(f"mtp-harness: {error}\n")
+    except UsageError as error:  # pytest.exit is not caught while pytest parses its command line
+        sys.stderr.write(f"{front_end.name}: {error}\n")
         raise SystemExit(USAGE_ERROR) from None
 
 
@@ -81,6 +75,8 @@ def pytest_configure(config: pytest.Config) -> None:
     except HarnessError as error:
         pytest.exit(f"mtp-harness: {error}", returncode=USAGE_ERROR)
     options = config.stash[RUN_OPTIONS]
+    if getattr(config, "workerinput", None) is None:
+        build_the_engine(options)
     if options.reference is Reference.ENGINE:  # the engine process alone reads the checkpoint's weights
         from harness.models.weights_guard import forbid_weight_files
 
@@ -94,6 +90,22 @@ def pytest_configure(config: pytest.Config) -> None:
         run_dir = run_directory(report)
         header = pytest_run_header(config, options, run_dir.name)
         config.pluginmanager.register(RunRecorder(config, run_dir, header), "mtp_harness_recorder")
+
+
+def build_the_engine(options: RunOptions) -> None:
+    """An engine built from its source (llama.cpp) is built first where the run's build is missing (its fixes and the
+    user's patches in): minutes, once per patch set, in the controller before any test."""
+    from harness.subjects.engines.abilities import SourceBuild
+    from harness.subjects.engines.registry import engine_of_decoder
+
+    engine = engine_of_decoder(options.decoder, options.engine.version)
+    build = engine.ability(SourceBuild) if engine is not None else None
+    if build is None:
+        return
+    try:
+        build.make(options.engine, lambda line: print(f"mtp-harness: {line}", flush=True))
+    except HarnessError as error:
+        pytest.exit(f"mtp-harness: {error}", returncode=pytest.ExitCode.INTERNAL_ERROR)
 
 
 def _session_seed(config: pytest.Config) -> int:
@@ -118,7 +130,8 @@ def _session_seed(config: pytest.Config) -> int:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node) -> None:  # noqa: ANN001 - xdist WorkerController
-    """pytest-xdist: every worker uses the controller's session seed."""
+    """pytest-xdist: every worker runs with the controller's checked options and session seed."""
+    node.workerinput[OPTIONS_RECORD] = json.dumps(run_options(node.config).to_record())
     node.workerinput["mtp_harness_seed"] = run_options(node.config).seed
 
 

@@ -25,7 +25,7 @@ from harness.api import DecodeRequest, SamplingConfig, load_bundle
 from harness.checks.divergence import first_divergence
 from harness.checks.invariants import decode_inspected
 from harness.contract.run_options import EngineOptions
-from harness.subjects.registry import make_decoder
+from harness.subjects.decoder_registry import make_decoder
 
 CAUSE = {signature!r}
 DECODER = {decoder!r}

@@ -19,7 +19,7 @@ from harness.contract.decoder import DecodeRequest, DecodeResult, SamplingConfig
 from harness.contract.records import Divergence
 from harness.models.loading import ModelBundle, bundle_for
 from harness.models.prompts import Prompt, load_prompts
-from harness.subjects.registry import make_decoder
+from harness.subjects.decoder_registry import make_decoder
 
 pytestmark = [
     pytest.mark.gpu,

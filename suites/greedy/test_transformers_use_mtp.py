@@ -13,7 +13,7 @@ import torch
 
 from harness.checks.divergence import NearTieWarning, check_greedy, describe_divergence, precise_logits
 from harness.contract.records import GreedyCheckRecord, attach_record
-from harness.subjects.transformers.use_mtp import TransformersMTPUnsupported, enable_transformers_mtp
+from harness.subjects.engines.transformers.use_mtp import TransformersMTPUnsupported, enable_transformers_mtp
 
 pytestmark = pytest.mark.greedy
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from harness.checks.acceptance_profile import head_fidelity, pass_statistics
-from harness.commands.bench import head_cost_ratio
+from harness.commands.bench_decoder import head_cost_ratio
 from harness.contract.decoder import DecodeRequest
 from harness.contract.records import UnjudgedRecord, attach_record
 

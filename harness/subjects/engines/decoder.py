@@ -22,6 +22,7 @@ from harness.contract.decoder import DecodeRequest, DecodeResult
 from harness.contract.features import FEATURES, refuse_unserved
 from harness.contract.run_options import EngineOptions
 from harness.decoding.batch import decode_in_groups
+from harness.subjects.engines.abilities import Fixes
 from harness.subjects.engines.batch_steps import StepFact, with_step_facts
 from harness.subjects.engines.environments import flavour_of
 from harness.subjects.engines.process import EngineError, EnginePool, EngineProcess
@@ -33,7 +34,6 @@ if TYPE_CHECKING:
 
 EngineKey = tuple[int, str]  # (k, draft mode) of an engine process; (0, "greedy") without speculation
 DRAFTING = ("num_draft_tokens", "draft_mode", "forced_drafts")  # what a decoder without speculation cannot serve
-FIXES_VARIABLE = "MTP_HARNESS_ENGINE_FIXES"  # the finding slugs whose fix the engine process applies (comma-separated)
 
 
 def engine_threads() -> int:
@@ -93,12 +93,6 @@ class EngineDecoder:
         """Environment variables of the engine's process, besides the harness's own."""
         return {}
 
-    def fixes_env(self) -> dict[str, str]:
-        """What the engine's process needs to apply the run's fixes (default: the fixes folder's sitecustomize, which
-        patches the engine as it is imported, and the slugs it applies)."""
-        pythonpath = os.pathsep.join(filter(None, [str(self.engine.fixes), os.environ.get("PYTHONPATH")]))
-        return {"PYTHONPATH": pythonpath, FIXES_VARIABLE: ",".join(self.options.fixes)}
-
     def server_python(self) -> Path:
         """The Python of the environment the engine's processes run in (default: the engine's installed one)."""
         return self.engine.environment.python(self.flavour, self.options.version)
@@ -155,12 +149,13 @@ class EngineDecoder:
         label += "" if self.configuration.name == EngineOptions().configuration else f"-{self.configuration.name}"
         label += f"-{self.options.runner}" if self.options.runner else ""
         env = self.server_env()
-        if self.options.fixes:
-            env.update(self.fixes_env())
+        fixes = self.engine.ability(Fixes)
+        if self.options.fixes and fixes is not None:
+            env.update(fixes.process_environment(self.options.fixes))
         python = self.server_python()
         process = EngineProcess(python, self.engine.server, self.server_config(k, draft_mode), env, label)
         applied = tuple(process.info.get("fixes", ()))
-        if self.engine.fixes is not None and applied != self.options.fixes:
+        if fixes is not None and applied != self.options.fixes:
             process.close()
             raise EngineError(
                 f"engine {label}: asked for the fixes {list(self.options.fixes)}, it applied {list(applied)}"

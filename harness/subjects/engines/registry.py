@@ -15,6 +15,7 @@ from importlib.metadata import entry_points
 
 from harness.contract.errors import HarnessError
 from harness.subjects.engines import llamacpp, transformers, vllm
+from harness.subjects.engines.abilities import PinnedInProcess
 from harness.subjects.engines.engine import Engine
 
 ENGINES: tuple[Engine, ...] = (
@@ -70,7 +71,7 @@ def engine_of_decoder(decoder: str, version: str | None = None, any_release: boo
     decoder that runs in the harness's process: an engine whose pinned release is the harness's own (transformers) is
     the decoder's engine only for another release, or for `any_release` (the engines a release matrix may test)."""
     engine = next((engine for engine in engines().values() if decoder in engine.decoders), None)
-    if engine is not None and engine.pinned_in_process and version is None and not any_release:
+    if engine is not None and engine.ability(PinnedInProcess) and version is None and not any_release:
         return None
     return engine
 

@@ -18,8 +18,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from harness.contract.run_options import EngineOptions
+from harness.subjects.engines.abilities import FindingReproducers, ModelNeeds, ModelRunners, SourceBuild
 from harness.subjects.engines.engine import Engine
-from harness.subjects.engines.llamacpp.build import FIXES
+from harness.subjects.engines.llamacpp.build import FixesInTheBuild
 from harness.subjects.engines.llamacpp.configurations import CONFIGURATIONS
 from harness.subjects.engines.llamacpp.environment import (
     DEFAULT_RUNNERS,
@@ -39,10 +40,10 @@ if TYPE_CHECKING:
     from harness.subjects.engines.decoder import EngineDecoder
 
 
-def make_decoder(engine: Engine, bundle: ModelBundle, speculative: bool, options: EngineOptions) -> EngineDecoder:
+def make_decoder(engine: Engine, decoder: str, bundle: ModelBundle, options: EngineOptions) -> EngineDecoder:
     from harness.subjects.engines.llamacpp.decoder import LlamaCppDecoder  # torch: only when a decoder is built
 
-    return LlamaCppDecoder(engine, bundle, speculative, options)
+    return LlamaCppDecoder(engine, bundle, engine.decoders[decoder], options)
 
 
 def make_build(options: EngineOptions, log: Callable[[str], None]) -> None:
@@ -71,15 +72,12 @@ ENGINE = Engine(
     default_dtypes={"cpu": "float32"},  # llama.cpp serves the GGUF's float32 weights on CPU
     configurations=CONFIGURATIONS,
     findings=FINDINGS,
-    model_problem=missing_gguf,
-    fixes=FIXES,
-    runners=RUNNERS,
-    default_runners=DEFAULT_RUNNERS,
-    runner_problem=runner_problem,
-    source_runner=SOURCE,
-    release_runner=WHEEL,
-    build_record=build_record,
-    make_build=make_build,
-    # each reproducer serves the GGUF it is given (the model's) with the release's wheel
-    reproducer_arguments=lambda runner, model: (str(model / GGUF_FILE),),
+    abilities=(
+        ModelRunners(RUNNERS, DEFAULT_RUNNERS, runner_problem),
+        SourceBuild(SOURCE, WHEEL, make_build, build_record),
+        FixesInTheBuild(),
+        ModelNeeds(missing_gguf),
+        # each reproducer serves the GGUF it is given (the model's) with the release's wheel
+        FindingReproducers(lambda runner, model: (str(model / GGUF_FILE),)),
+    ),
 )

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.subjects.engines.environments import ENGINE_INFO, EngineEnvironmentError, engines_root
-from harness.subjects.engines.llamacpp.environment import SDIST_SHA256, VERSION
+from harness.subjects.engines.llamacpp.environment import SDIST_SHA256, SOURCE, VERSION
 from harness.subjects.engines.llamacpp.source import LLAMA_CPP, TOP, sdist_archive
 
 INSTRUMENTATION = Path(__file__).with_name("patches") / "instrumentation.patch"
@@ -107,6 +107,23 @@ class BuildSpec:
 def fix_patch(slug: str) -> Path:
     """The documented fix of llama.cpp finding `slug` (docs/findings/<slug>.md), as a patch."""
     return FIXES / f"{slug}.patch"
+
+
+@dataclass(frozen=True)
+class FixesInTheBuild:
+    """llama.cpp's fixes (--engine-fixes): each finding's fix is a patch to its source, compiled into a build of its
+    own (the source runner); nothing is put into its process."""
+
+    def problem(self, slugs: Sequence[str], runner: str | None) -> str | None:
+        if runner != SOURCE:
+            return (
+                f"llama.cpp's fixes are patches compiled into its source: they need its {SOURCE} runner, not {runner}"
+            )
+        missing = [slug for slug in slugs if not fix_patch(slug).is_file()]
+        return f"no fix written yet for {', '.join(missing)}" if missing else None
+
+    def process_environment(self, slugs: Sequence[str]) -> dict[str, str]:
+        return {}  # compiled into the build; its record names them to the server
 
 
 def build_spec(fixes: Sequence[str] = (), user: Sequence[Path | str] = ()) -> BuildSpec:

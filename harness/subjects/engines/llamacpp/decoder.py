@@ -148,9 +148,6 @@ class LlamaCppDecoder(EngineDecoder):
         self.built_info()  # built, or a HarnessError saying how
         return built_python(self.build_spec)
 
-    def fixes_env(self) -> dict[str, str]:
-        return {}  # the fixes are compiled into the build (build.py); its record names them to the server
-
     def server_env(self) -> dict[str, str]:
         if not self.built:
             return {}

@@ -2,7 +2,7 @@
 by side with the harness's, and the server script that runs its MTP and assisted generation there.
 
 The pinned release is the harness's own transformers: `--decoder transformers-mtp` without --engine-version runs it in
-the harness's process (harness/subjects/transformers/); with --engine-version X it runs release X out of process."""
+the harness's process (generation.py); with --engine-version X it runs release X out of process."""
 
 from __future__ import annotations
 

@@ -1,12 +1,12 @@
 """The transformers engine server: runs inside the environment of one transformers release (torch and that release
 only: no harness installed) and speaks the harness's wire protocol (harness/subjects/engines/wire.py).
 
-What it runs is the in-process subject's code (harness/subjects/transformers/): the checkpoint loaded as the harness
-loads it (harness/models/loading.py: its float64-exact attention and arithmetic, so that the release's generation loop
-is compared with the harness's reference and nothing else differs), and the release's own `generate` (use_mtp=True,
-or assisted generation with the layer-skip draft) with its candidate generator wrapped to force drafts and record the
-verification passes (harness/subjects/transformers/candidates.py). So a release is tested exactly as the pinned one
-is in the harness's process.
+What it runs is the in-process subject's code (harness/subjects/engines/transformers/): the checkpoint loaded as the
+harness loads it (harness/models/loading.py: its float64-exact attention and arithmetic, so that the release's
+generation loop is compared with the harness's reference and nothing else differs), and the release's own `generate`
+(use_mtp=True, or assisted generation with the layer-skip draft) with its candidate generator wrapped to force
+drafts and record the verification passes (candidates.py). So a release is tested exactly as the pinned one is in
+the harness's process.
 
 This environment has no harness installed: the harness's package is imported from the folder this file lives in (by
 path, `harness` only: nothing else of the harness's environment is put on the path), and the servers' shared loop
@@ -41,14 +41,14 @@ class TransformersEngine:
         import transformers
 
         from harness.models.loading import load_bundle
-        from harness.subjects.transformers.decoders import TransformersAssistedDecoder, TransformersMTPDecoder
+        from harness.subjects.engines.transformers.generation import TransformersAssistedDecoder, TransformersMTPDecoder
 
         self.version = transformers.__version__
         self.method = config["method"]
         self.num_draft_tokens = int(config["num_draft_tokens"])
         self.draft_mode = config["draft_mode"]
         decoder = {"mtp": TransformersMTPDecoder, "assisted": TransformersAssistedDecoder}[self.method]
-        # the MTP decoder refuses a release without MTP generation (harness/subjects/transformers/use_mtp.py)
+        # the MTP decoder refuses a release without MTP generation (harness/subjects/engines/transformers/use_mtp.py)
         self.decoder = decoder(load_bundle(config["model"], config["device"], config["dtype"]))
 
     def describe(self) -> dict:

@@ -16,6 +16,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from harness.subjects.engines.abilities import (
+    EngineArguments,
+    FailureReproducer,
+    FindingReproducers,
+    FixesOnImport,
+    ModelRunners,
+    OverheadProbe,
+    OwnReference,
+)
 from harness.subjects.engines.engine import Engine
 from harness.subjects.engines.vllm.arguments import OWNED_ARGUMENTS, UNSERVED_ARGUMENTS
 from harness.subjects.engines.vllm.configurations import CONFIGURATIONS
@@ -37,10 +46,10 @@ if TYPE_CHECKING:
     from harness.subjects.engines.decoder import EngineDecoder
 
 
-def make_decoder(engine: Engine, bundle: ModelBundle, speculative: bool, options: EngineOptions) -> EngineDecoder:
+def make_decoder(engine: Engine, decoder: str, bundle: ModelBundle, options: EngineOptions) -> EngineDecoder:
     from harness.subjects.engines.vllm.decoder import VLLMDecoder  # torch: only when a decoder is built
 
-    return VLLMDecoder(engine, bundle, speculative, options)
+    return VLLMDecoder(engine, bundle, engine.decoders[decoder], options)
 
 
 ENGINE = Engine(
@@ -52,15 +61,15 @@ ENGINE = Engine(
     default_dtypes={"cpu": "float32", "cuda": "bfloat16"},
     configurations=CONFIGURATIONS,
     findings=FINDINGS,
-    fixes=FIXES,
-    reproducer=vllm_reproducer_script,
-    scores_sequences=True,
-    owned_arguments=OWNED_ARGUMENTS,
-    unserved_arguments=UNSERVED_ARGUMENTS,
-    runners=RUNNERS,
-    default_runners=DEFAULT_RUNNERS,
-    runner_problem=model_runner_problem,
-    alone=GENERATE_ALONE,
-    # each reproducer takes vLLM's model runner (docs/findings/model_runner.py) and decodes the fixture its bug needs
-    reproducer_arguments=lambda runner, model: ("--runner", runner or DEFAULT_RUNNERS["cpu"]),
+    abilities=(
+        ModelRunners(RUNNERS, DEFAULT_RUNNERS, model_runner_problem),
+        FixesOnImport(FIXES),
+        EngineArguments(OWNED_ARGUMENTS, UNSERVED_ARGUMENTS),
+        OwnReference(),
+        OverheadProbe(GENERATE_ALONE),
+        FailureReproducer(vllm_reproducer_script),
+        # each reproducer takes vLLM's model runner (docs/findings/model_runner.py) and decodes the fixture its bug
+        # needs
+        FindingReproducers(lambda runner, model: ("--runner", runner or DEFAULT_RUNNERS["cpu"])),
+    ),
 )

@@ -1,6 +1,6 @@
 """The decoders of transformers releases out of process: the in-process subjects' MTP and assisted generation
-(harness/subjects/transformers/decoders.py) run by another release in its own environment (server.py), one engine
-process per k and draft mode, with the capabilities the in-process subjects declare."""
+(harness/subjects/engines/transformers/generation.py) run by another release in its own environment (server.py), one
+engine process per k and draft mode, with the capabilities the in-process subjects declare."""
 
 from __future__ import annotations
 
@@ -8,8 +8,12 @@ from typing import TYPE_CHECKING
 
 from harness.contract.dtypes import DTYPE_NAMES
 from harness.subjects.engines.decoder import EngineDecoder
-from harness.subjects.transformers.decoders import SAMPLED_DRAFTS_ONLY, TransformersAssistedDecoder, mtp_serves
-from harness.subjects.transformers.use_mtp import TransformersMTPUnsupported, transformers_mtp_problem
+from harness.subjects.engines.transformers.generation import (
+    SAMPLED_DRAFTS_ONLY,
+    TransformersAssistedDecoder,
+    mtp_serves,
+)
+from harness.subjects.engines.transformers.use_mtp import TransformersMTPUnsupported, transformers_mtp_problem
 
 if TYPE_CHECKING:
     from harness.contract.run_options import EngineOptions

@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 from harness.contract.errors import HarnessError
 from harness.contract.run_options import EngineOptions
-from harness.subjects.engines.registry import engine_decoders, engine_of_decoder
+from harness.subjects.engines.abilities import PinnedInProcess
+from harness.subjects.engines.registry import engine_decoders, engine_of_decoder, engines
 
 if TYPE_CHECKING:
     from harness.contract.decoder import Decoder
@@ -44,24 +45,17 @@ def _mtp(bundle: ModelBundle) -> Decoder:
     return MTPDecoder(bundle)
 
 
-def _transformers_mtp(bundle: ModelBundle) -> Decoder:
-    from harness.subjects.transformers.decoders import TransformersMTPDecoder
-
-    return TransformersMTPDecoder(bundle)
-
-
-def _transformers_assisted(bundle: ModelBundle) -> Decoder:
-    from harness.subjects.transformers.decoders import TransformersAssistedDecoder
-
-    return TransformersAssistedDecoder(bundle)
-
-
-# the decoders that run in the harness's process: the reference, the MTP decoder and transformers' own MTP paths
+# the decoders that run in the harness's process: the reference, the MTP decoder, and an engine's whose pinned release
+# is the harness's own (transformers' own MTP paths: its record's PinnedInProcess)
 IN_PROCESS: Mapping[str, Callable[[ModelBundle], Decoder]] = {
     "mtp": _mtp,
     "target": _target,
-    "transformers-mtp": _transformers_mtp,
-    "transformers-assisted": _transformers_assisted,
+    **{
+        name: factory
+        for engine in engines().values()
+        if (pinned := engine.ability(PinnedInProcess)) is not None
+        for name, factory in pinned.decoders.items()
+    },
 }
 REGISTERED: dict[str, DecoderFactory] = {}  # @register_decoder: a test file, a notebook
 
@@ -91,7 +85,7 @@ def is_module_factory(name: str) -> bool:
 
 def mutant_names() -> list[str]:
     """`mutant:<name>` for every mutant of the catalogue (imports it: torch)."""
-    from harness.subjects.mutants import MUTANTS
+    from harness.subjects.mutant_decoders import MUTANTS
 
     return sorted(MUTANT_PREFIX + name for name in MUTANTS)
 
@@ -171,7 +165,7 @@ def make_decoder(name: str, bundle: ModelBundle, engine: EngineOptions | None = 
 
 def mutant_decoder(name: str, bundle: ModelBundle) -> Decoder:
     """The decoder `mutant:<name>`: the correct decoder with the mutant's bug put in."""
-    from harness.subjects.mutants import MUTANTS
+    from harness.subjects.mutant_decoders import MUTANTS
 
     if name not in MUTANTS:
         raise UnknownDecoder(unknown_decoder(MUTANT_PREFIX + name) or f"unknown mutant {name!r}")

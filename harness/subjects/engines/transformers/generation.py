@@ -7,8 +7,8 @@
 
 Both run one request at a time (transformers' assisted generation is batch-1 only). Forced drafts and the
 verification passes come from wrapping the candidate generator transformers builds
-(harness/subjects/transformers/candidates.py). Both sample their drafts from the processed draft distribution when
-the target samples (draft_mode "sample"). transformers samples from the global RNG, so each request runs
+(harness/subjects/engines/transformers/candidates.py). Both sample their drafts from the processed draft distribution
+when the target samples (draft_mode "sample"). transformers samples from the global RNG, so each request runs
 inside `torch.random.fork_rng()` seeded with the request's seed: the run is reproducible and leaves the
 caller's global RNG state untouched.
 """
@@ -29,8 +29,8 @@ from harness.contract.features import refuse_unserved
 from harness.decoding.batch import truncate
 from harness.models.loading import ModelBundle
 from harness.models.quiet import quiet_transformers
-from harness.subjects.transformers.candidates import instrument_generation
-from harness.subjects.transformers.use_mtp import enable_transformers_mtp, mtp_depths_in_use
+from harness.subjects.engines.transformers.candidates import instrument_generation
+from harness.subjects.engines.transformers.use_mtp import enable_transformers_mtp, mtp_depths_in_use
 
 # transformers samples its drafts from the processed draft distribution whenever the target samples
 SAMPLED_DRAFTS_ONLY: Mapping[str, frozenset[object]] = MappingProxyType({"draft_mode": frozenset({"sample"})})

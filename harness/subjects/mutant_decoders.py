@@ -1,7 +1,7 @@
 """The mutant catalogue: the correct MTPDecoder with exactly one part replaced by a known real-world bug.
 
-Each is a decoder named `mutant:<name>` (harness/subjects/registry.py); the suites must fail on every one of them.
-The docstring of each replacement says which failure it models (see ../shared/REFERENCES.md section 5).
+Each is a decoder named `mutant:<name>` (harness/subjects/decoder_registry.py); the suites must fail on every one of
+them. The docstring of each replacement says which failure it models (see ../shared/REFERENCES.md section 5).
 """
 
 from __future__ import annotations
