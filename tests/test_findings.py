@@ -63,13 +63,13 @@ def test_node_ids_are_matched_wherever_the_suites_live():
 
 
 @pytest.mark.parametrize(("findings", "engine"), [(VLLM_FINDINGS, "vLLM"), (LLAMACPP_FINDINGS, "llama.cpp")])
-def test_every_finding_has_its_write_up_and_reproducer(findings, engine):
+def test_every_finding_has_its_write_up_fix_and_reproducer(findings, engine):
     from harness.contract.paths import REPO_ROOT
 
     for finding in findings:
         document = REPO_ROOT / finding.document
         assert document.is_file(), f"{finding.slug}: no {finding.document}"
-        assert (REPO_ROOT / finding.document.replace(".md", ".py")).is_file(), f"{finding.slug}: no reproducer"
+        assert finding.reproducer is not None and finding.fix is not None, f"{finding.slug}: its folder lacks one"
         text = document.read_text()
         assert "## Root cause" in text and f"## Reproducer ({engine} alone)" in text and finding.found_in in text
         # the releases it watches, measured by `mtp-harness matrix`, are the ones its Releases section names
@@ -187,8 +187,15 @@ def test_an_engine_started_in_the_test_that_does_not_start_is_a_failure_though_i
 
 
 def test_the_vllm_signatures_refuse_a_start_up_failure_and_an_unrelated_crash():
-    from harness.subjects.engines.findings import FailedCase
-    from harness.subjects.engines.vllm.signatures import drafts_of_token_zero, sampled_with_garbage_parameters
+    from harness.subjects.engines.findings import FailedCase, signature_module
+    from harness.subjects.engines.vllm.findings import FINDINGS as VLLM_FINDINGS
+
+    drafts_of_token_zero = signature_module(
+        VLLM_FINDINGS, "vllm-drafter-skipped-for-the-whole-batch-near-max-model-len"
+    ).drafts_of_token_zero
+    sampled_with_garbage_parameters = signature_module(
+        VLLM_FINDINGS, "vllm-cpu-expand-kernel-leaves-sampling-parameters-uninitialized"
+    ).sampled_with_garbage_parameters
 
     def case(message, records=None):
         return FailedCase("n", message, records or {}, (), model=lambda: pytest.fail("no model needed"))
@@ -202,8 +209,12 @@ def test_the_vllm_signatures_refuse_a_start_up_failure_and_an_unrelated_crash():
 
 
 def test_the_cpu_generator_signature_explains_the_offset_error_and_no_other_engine_error():
-    from harness.subjects.engines.findings import FailedCase
-    from harness.subjects.engines.vllm.signatures import cpu_generator_asked_for_its_offset
+    from harness.subjects.engines.findings import FailedCase, signature_module
+    from harness.subjects.engines.vllm.findings import FINDINGS as VLLM_FINDINGS
+
+    cpu_generator_asked_for_its_offset = signature_module(
+        VLLM_FINDINGS, "vllm-cpu-seeded-request-prefilled-in-chunks-kills-the-engine"
+    ).cpu_generator_asked_for_its_offset
 
     def case(message):
         return FailedCase("n", message, {}, (), model=lambda: pytest.fail("no model needed"))
@@ -224,8 +235,12 @@ def test_the_min_tokens_signature_explains_an_eos_masked_at_a_bonus_position_and
     min_tokens 8, and the pass starting at 5 accepted its 3 drafts and put its bonus, 293, where the EOS belonged.
     Near misses it must not explain: the divergence at a draft or correction position, a pass that started at
     min_tokens (its committed length allowed the EOS), an EOS still masked there, a non-EOS token, an EOS too early."""
-    from harness.subjects.engines.findings import FailedCase
-    from harness.subjects.engines.vllm.signatures import eos_masked_at_a_bonus_position
+    from harness.subjects.engines.findings import FailedCase, signature_module
+    from harness.subjects.engines.vllm.findings import FINDINGS as VLLM_FINDINGS
+
+    eos_masked_at_a_bonus_position = signature_module(
+        VLLM_FINDINGS, "vllm-min-tokens-masks-the-bonus-token-by-the-committed-length"
+    ).eos_masked_at_a_bonus_position
 
     expected = [310, 313, 70, 299, 310, 268, 559, 199, 79]
     actual = [310, 313, 70, 299, 310, 268, 559, 199, 293, 436, 14, 221, 474, 268, 394, 432, 425, 261, 394, 419]
@@ -282,8 +297,12 @@ def test_the_drafter_skip_signature_needs_the_predicted_token_zero_passes_and_un
     token 0 only. Near misses it must not: token-0 drafts after a step that fits (a new bug that drafts 0), a
     predicted pass with a real draft (the drafter ran), a record without the engine's steps, a changed token."""
     from harness.models.loading import bundle_for
-    from harness.subjects.engines.findings import FailedCase
-    from harness.subjects.engines.vllm.signatures import drafts_of_token_zero
+    from harness.subjects.engines.findings import FailedCase, signature_module
+    from harness.subjects.engines.vllm.findings import FINDINGS as VLLM_FINDINGS
+
+    drafts_of_token_zero = signature_module(
+        VLLM_FINDINGS, "vllm-drafter-skipped-for-the-whole-batch-near-max-model-len"
+    ).drafts_of_token_zero
 
     bundle = bundle_for("tiny-mimo", "cpu", "float32")
     fits, full = bundle.max_context - 2, bundle.max_context - 1  # + k = 2: at the limit (the drafter runs), past it
@@ -328,8 +347,12 @@ def test_the_drafter_skip_signature_needs_the_predicted_token_zero_passes_and_un
 
 
 def test_the_expand_kernel_signature_needs_a_rejection_that_spares_the_first_token():
-    from harness.subjects.engines.findings import FailedCase
-    from harness.subjects.engines.vllm.signatures import sampled_with_garbage_parameters
+    from harness.subjects.engines.findings import FailedCase, signature_module
+    from harness.subjects.engines.vllm.findings import FINDINGS as VLLM_FINDINGS
+
+    sampled_with_garbage_parameters = signature_module(
+        VLLM_FINDINGS, "vllm-cpu-expand-kernel-leaves-sampling-parameters-uninitialized"
+    ).sampled_with_garbage_parameters
 
     def pit(rejected, first_ks_holm, first_z_holm=1.0):
         positions = [

@@ -13,10 +13,14 @@ from harness.checks.conformance import harness_drafts
 from harness.checks.paired_drafts import paired_drafts, pairings_in_force, target_hidden_states
 from harness.contract.decoder import DecodeRequest, DecodeResult, HiddenPairing, VerifyStep
 from harness.decoding.target_decoder import TargetOnlyDecoder
-from harness.subjects.engines.findings import FailedCase
+from harness.subjects.engines.findings import FailedCase, signature_module
+from harness.subjects.engines.llamacpp.findings import FINDINGS as LLAMACPP_FINDINGS
 from harness.subjects.engines.llamacpp.server import Engine, Pass, Task, hidden_pairings
-from harness.subjects.engines.llamacpp.signatures import drafts_as_the_stale_pairings_predict
 from harness.subjects.engines.wire import EngineProtocolError, parse_result, result_message
+
+drafts_as_the_stale_pairings_predict = signature_module(
+    LLAMACPP_FINDINGS, "llamacpp-draft-mtp-pairs-the-first-prompt-token-with-a-stale-hidden-state"
+).drafts_as_the_stale_pairings_predict
 
 SEED = 20261222  # the generator of the prompts and stale states below (one where a phantom entry changes drafts)
 

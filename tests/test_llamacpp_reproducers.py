@@ -1,6 +1,6 @@
-"""Each llama.cpp finding's standalone reproducer (docs/findings/<slug>.py) reproduces its bug on llama.cpp as
+"""Each llama.cpp finding's standalone reproducer (its folder's reproducer.py) reproduces its bug on llama.cpp as
 shipped, on each GGUF fixture: it prints `BUG REPRODUCED` and exits 1; on llama.cpp built from its source with every
-finding's fix (harness/subjects/engines/llamacpp/fixes/<slug>.patch, what --engine-fixes all runs) it prints `not
+finding's fix (harness/subjects/engines/llamacpp/findings/<slug>/fix.patch, what --engine-fixes all runs) it prints `not
 reproduced` and exits 0, so each fix flips its bug. Each reproducer's verdict is a comparison that holds on a correct
 engine (the same tokens with and without speculation; the same drafts on a fresh slot and after another request; no
 failed draft decode), said in its docstring. Needs llama.cpp's environment and its build with the fixes (`mtp-harness
@@ -14,7 +14,8 @@ import subprocess
 
 import pytest
 
-from harness.contract.paths import FIXTURE_MODELS, REPO_ROOT
+from harness.contract.paths import FIXTURE_MODELS
+from harness.subjects.engines.findings import finding_named
 from harness.subjects.engines.llamacpp.build import build_spec, built_python
 from harness.subjects.engines.llamacpp.environment import ENVIRONMENT as LLAMACPP
 from harness.subjects.engines.llamacpp.environment import GGUF_FILE
@@ -22,7 +23,6 @@ from harness.subjects.engines.llamacpp.findings import FINDINGS as LLAMACPP_FIND
 
 pytestmark = [
     pytest.mark.xdist_group("llamacpp"),
-    pytest.mark.skipif(REPO_ROOT is None, reason="the reproducers live in the clone's docs/findings/"),
     pytest.mark.skipif(
         LLAMACPP.installed_version("cpu") is None,
         reason="llama.cpp's environment is not installed: run `mtp-harness engine install llama.cpp` (.ci/run does)",
@@ -34,7 +34,7 @@ EVERY_FIX = build_spec(tuple(sorted(finding.slug for finding in LLAMACPP_FINDING
 
 
 def reproduce(python, slug, fixture):
-    script = REPO_ROOT / "docs" / "findings" / f"{slug}.py"
+    script = finding_named(LLAMACPP_FINDINGS, slug).reproducer
     return subprocess.run(
         [str(python), str(script), str(FIXTURE_MODELS / fixture / GGUF_FILE)],
         capture_output=True,

@@ -5,8 +5,15 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from harness.subjects.engines.findings import FailedCase
-from harness.subjects.engines.llamacpp.signatures import context_end_cut, cut_short_at_the_context_end
+from harness.subjects.engines.findings import FailedCase, signature_module
+from harness.subjects.engines.llamacpp.findings import FINDINGS as LLAMACPP_FINDINGS
+
+context_end_cut = signature_module(
+    LLAMACPP_FINDINGS, "llamacpp-draft-mtp-drops-accepted-tokens-at-the-context-end"
+).context_end_cut
+cut_short_at_the_context_end = signature_module(
+    LLAMACPP_FINDINGS, "llamacpp-draft-mtp-drops-accepted-tokens-at-the-context-end"
+).cut_short_at_the_context_end
 
 MODEL = SimpleNamespace(max_context=256, is_hybrid=False)
 HYBRID = SimpleNamespace(max_context=256, is_hybrid=True)
@@ -150,7 +157,12 @@ def test_the_passes_short_of_drafts_are_exactly_those_of_the_iterations_whose_dr
     """A record it must explain: long-01's passes at 8 (long-02's failed draft decode, the same iteration) and 22 (its
     own) hold no drafts. Near misses it must not: a changed token; a short pass in an iteration that stayed inside the
     context (another bug that drops drafts); a predicted pass that kept its drafts; a record without iterations."""
-    from harness.subjects.engines.llamacpp.signatures import drafts_lost_to_a_slot_past_its_context_end as explains
+    from harness.subjects.engines.findings import signature_module
+    from harness.subjects.engines.llamacpp.findings import FINDINGS as LLAMACPP_FINDINGS
+
+    explains = signature_module(
+        LLAMACPP_FINDINGS, "llamacpp-draft-mtp-drafts-past-the-slots-limit"
+    ).drafts_lost_to_a_slot_past_its_context_end
 
     assert explains(forced_case("mixed", forced_passes(LONG_01_DRAFTS, reach=LONG_01_REACH)))
     assert not explains(
@@ -205,7 +217,12 @@ def logprobs_case(mismatches, model=HYBRID, steps=QWEN_STEPS):
 
 
 def test_the_verified_positions_are_the_drafted_passes_and_a_hybrids_replay_after_a_rejection():
-    from harness.subjects.engines.llamacpp.signatures import verified_positions
+    from harness.subjects.engines.findings import signature_module
+    from harness.subjects.engines.llamacpp.findings import FINDINGS as LLAMACPP_FINDINGS
+
+    verified_positions = signature_module(
+        LLAMACPP_FINDINGS, "llamacpp-speculative-tokens-report-probability-1"
+    ).verified_positions
 
     assert verified_positions(QWEN_STEPS, hybrid=True) == EVERY_VERIFIED_POSITION
     assert verified_positions(QWEN_STEPS, hybrid=False) == DRAFTED_POSITIONS
@@ -217,7 +234,12 @@ def test_probability_1_at_exactly_the_verified_tokens_is_the_speculative_logprob
     for, a verified token the check could not catch left out. Near misses it must not: a token sampled outside a
     pass reported so; a verified token with the target's logprob and top list (predicted wrong, reported right); a
     wrong nonzero logprob; a wrong top list; another token's logprob; no record."""
-    from harness.subjects.engines.llamacpp.signatures import probability_1_at_every_verified_token as explains
+    from harness.subjects.engines.findings import signature_module
+    from harness.subjects.engines.llamacpp.findings import FINDINGS as LLAMACPP_FINDINGS
+
+    explains = signature_module(
+        LLAMACPP_FINDINGS, "llamacpp-speculative-tokens-report-probability-1"
+    ).probability_1_at_every_verified_token
 
     assert explains(logprobs_case([mismatch(p) for p in sorted(EVERY_VERIFIED_POSITION)]))
     drafted = [mismatch(p) for p in sorted(DRAFTED_POSITIONS)]

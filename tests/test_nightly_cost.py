@@ -1,11 +1,11 @@
-"""The nightly cost table (harness/checks/nightly_cost.py): sized by the sampling suite's own N."""
+"""The nightly cost table (harness/commands/nightly_cost.py): sized by the sampling suite's own N."""
 
 from __future__ import annotations
 
 import pytest
 
-from harness.checks.nightly_cost import Deployment, cost_table, sampling_cost
 from harness.checks.sampling_cases import LAW_LENGTH, PIT_LENGTH, case_grid
+from harness.commands.nightly_cost import Deployment, cost_table, sampling_cost
 
 
 def test_the_cost_counts_the_grids_cases_at_the_suites_own_n():

@@ -148,3 +148,108 @@ def test_a_failure_group_shrinks_on_the_decoder_under_the_runs_engine_options(fa
     assert minimal["reproduced"], "shrunk without the run's engine argument, the bug does not show"
     assert minimal["server_config"]["one_at_a_time"] is True
     assert minimal["server_config"]["arguments"] == {"corrupt_at": CORRUPTED_POSITION}
+
+
+# --- a finding added to the toy as one folder ----------------------------------------------------------------------
+
+TOY_FINDING = "toy-corrupts-the-token-at-corrupt-at"
+TOY_FINDING_FILES = {
+    "finding.py": '''"""toy-corrupts-the-token-at-corrupt-at: under corrupt_at=3 the toy emits a wrong token at output position 3."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness.subjects.engines.findings import FailedCase, Finding
+
+
+def wrong_token_at_position_3(case: FailedCase) -> bool:
+    """A greedy divergence at output position 3, the decoder's token the reference's plus one, and nothing else."""
+    divergence = case.records.get("divergence")
+    return bool(divergence) and divergence["index"] == 3 and divergence["actual_token"] == divergence["expected_token"] + 1
+
+
+FINDING = Finding(
+    slug="toy-corrupts-the-token-at-corrupt-at",
+    title="the toy emits a wrong token at output position corrupt_at",
+    engine="toy",
+    decoders=("toy-mtp",),
+    found_in="0.1.0",
+    flavours=("cpu",),
+    failing={"*": ("greedy/*[natural-01-k2*",)},
+    signature="a greedy divergence at output position 3 where the toy's token is the reference's plus one",
+    explains=wrong_token_at_position_3,
+    write_up=str(Path(__file__).with_name("write-up.md")),
+)
+''',
+    "fix.py": '''"""Its fix, installed in the toy's process under --engine-fixes: the toy's bug module keeps the result as decoded."""
+
+PATCHES = {"toy_engine.bug": lambda module: setattr(module, "corrupted", lambda result, at, vocab_size: result)}
+''',
+    "reproducer.py": '''"""The toy alone: natural-01's prompt decoded by the toy with corrupt_at=3, against target-only decoding."""
+
+import sys
+
+from harness.contract.decoder import DecodeRequest
+from harness.decoding.target_decoder import TargetOnlyDecoder
+from harness.models.prompts import load_prompts
+from harness.subjects.engines.wire import request_message
+from toy_engine.server import ToyEngine
+
+config = {"model": sys.argv[1], "dtype": "float32", "num_draft_tokens": 2, "draft_mode": "greedy"}
+engine = ToyEngine({**config, "arguments": {"corrupt_at": 3}})
+request = DecodeRequest(tuple(load_prompts()[0].encode(engine.bundle.tokenizer)), 8, num_draft_tokens=2)
+[toy] = engine.decode([request_message(request)])
+[reference] = TargetOnlyDecoder(engine.bundle).decode([request])
+if toy["token_ids"] != list(reference.token_ids):
+    print("BUG REPRODUCED")
+    sys.exit(1)
+print("not reproduced")
+''',
+    "write-up.md": "# The toy emits a wrong token at output position corrupt_at\n\nA finding added to the toy as one folder.\n",
+}
+
+
+@pytest.fixture(scope="module")
+def toy_with_a_finding(toy_environment, tmp_path_factory) -> dict[str, str]:
+    """The toy's package with one more folder in its findings/, and nothing else changed."""
+    site = tmp_path_factory.mktemp("toy-with-a-finding")
+    shutil.copytree(Path(toy_environment["PYTHONPATH"].split(os.pathsep)[0]), site, dirs_exist_ok=True)
+    folder = site / "toy_engine" / "findings" / TOY_FINDING
+    folder.mkdir()
+    for name, text in TOY_FINDING_FILES.items():
+        (folder / name).write_text(text)
+    path = os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))
+    return {**toy_environment, "PYTHONPATH": path}
+
+
+def test_a_finding_added_as_one_folder_is_watched_explained_and_fixed(toy_with_a_finding, tmp_path):
+    bug = ("--decoder", "toy-mtp", "--dtype", "float32", "--engine-arg", f"corrupt_at={CORRUPTED_POSITION}")
+    shipped = harness_run(toy_with_a_finding, tmp_path / "shipped", *bug)
+    assert shipped["exit_status"] == 0, shipped["log"]  # every failure of the watched tests explained
+    assert set(outcomes(shipped).values()) == {"xfailed"} and len(outcomes(shipped)) == 3
+    assert all(case["known"]["findings"] == [TOY_FINDING] for case in shipped["cases"])
+    fixed = harness_run(toy_with_a_finding, tmp_path / "fixed", *bug, "--engine-fixes", TOY_FINDING)
+    assert fixed["exit_status"] == 0 and set(outcomes(fixed).values()) == {"passed"}, fixed["log"]
+    assert fixed["run"]["options"]["engine"]["fixes"] == [TOY_FINDING]
+    other = harness_run(toy_with_a_finding, tmp_path / "other", "--decoder", "toy-mtp", "--engine-arg", "corrupt_at=2")
+    assert other["exit_status"] == 1 and set(outcomes(other).values()) == {"failed"}, "another bug is not explained"
+    reproducer = Path(toy_with_a_finding["PYTHONPATH"].split(os.pathsep)[0]) / "toy_engine/findings" / TOY_FINDING
+    model = str(DATA_ROOT / "fixtures" / "models" / "tiny-deepseek-v3")
+    command = [sys.executable, str(reproducer / "reproducer.py"), model]
+    as_shipped = subprocess.run(command, env=toy_with_a_finding, capture_output=True, text=True, timeout=300)
+    assert (as_shipped.returncode, as_shipped.stdout.strip()) == (1, "BUG REPRODUCED"), as_shipped.stderr[-2000:]
+    with_fix = {**toy_with_a_finding, **fix_environment(toy_with_a_finding, TOY_FINDING)}
+    fixed_run = subprocess.run(command, env=with_fix, capture_output=True, text=True, timeout=300)
+    assert (fixed_run.returncode, fixed_run.stdout.strip()) == (0, "not reproduced"), fixed_run.stderr[-2000:]
+
+
+def fix_environment(environment: dict[str, str], slug: str) -> dict[str, str]:
+    """What --engine-fixes puts into the toy's process for `slug` (its FixesOnImport ability)."""
+    probe = (
+        "import json, toy_engine\n"
+        "from harness.subjects.engines.abilities import FixesOnImport\n"
+        f"print(json.dumps(toy_engine.ENGINE.ability(FixesOnImport).process_environment([{slug!r}])))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], env=environment, capture_output=True, text=True, check=True)
+    return json.loads(done.stdout)

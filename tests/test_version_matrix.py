@@ -128,11 +128,11 @@ def test_a_crash_is_told_by_its_error_line_not_the_debuggers_backtrace():
 
 
 def test_a_finding_watches_its_release_and_those_its_reproducer_reproduced_it_on():
-    verdicts = {"x-bug": {"1.0": REPRODUCED, "1.1": NOT_REPRODUCED, "0.9": COULD_NOT_RUN, "1.10": REPRODUCED}}
+    verdicts = {"1.0": REPRODUCED, "1.1": NOT_REPRODUCED, "0.9": COULD_NOT_RUN, "1.10": REPRODUCED}
     assert watched_versions("x-bug", "1.2", verdicts) == ("1.0", "1.2", "1.10")
-    assert watched_versions("x-bug", "1.2", {"x-bug": {"1.2": NOT_REPRODUCED}}) == ()  # measured absent
-    assert watched_versions("other", "1.2", verdicts) == ("1.2",)  # never measured: where it was found
-    assert watched_versions("x-bug", "1.2", {"x-bug": {"1.2": COULD_NOT_RUN}}) == ("1.2",)  # proves nothing
+    assert watched_versions("x-bug", "1.2", {"1.2": NOT_REPRODUCED}) == ()  # measured absent
+    assert watched_versions("x-bug", "1.2", {}) == ("1.2",)  # never measured: where it was found
+    assert watched_versions("x-bug", "1.2", {"1.2": COULD_NOT_RUN}) == ("1.2",)  # proves nothing
 
 
 def test_the_runs_read_the_measured_file_so_a_release_measured_absent_marks_no_test(tmp_path, monkeypatch):
@@ -166,13 +166,15 @@ def test_verdicts_merge_newest_first_and_only_known_verdicts_are_written(tmp_pat
     assert sorted(["0.10.0", "0.9.1", "0.27.1"], key=release_key) == ["0.9.1", "0.10.0", "0.27.1"]
 
 
-def test_the_committed_measurements_name_only_known_findings_and_verdicts():
+def test_the_committed_measurements_are_each_findings_own_with_known_verdicts():
     from harness.subjects.engines.registry import engines
 
-    slugs = {finding.slug for engine in engines().values() for finding in engine.findings}
-    recorded = read_verdicts(finding_versions.MEASURED)
-    assert set(recorded) <= slugs
-    assert all(verdict in finding_versions.VERDICTS for by in recorded.values() for verdict in by.values())
+    for finding in (finding for engine in engines().values() for finding in engine.findings):
+        measured = finding.folder / finding_versions.FINDING_FILE if finding.folder else None
+        if measured is None or not measured.is_file():
+            continue
+        assert set(read_verdicts(measured)) == {finding.slug}, f"{measured}: another finding's verdicts"
+        assert set(read_verdicts(measured)[finding.slug].values()) <= set(finding_versions.VERDICTS)
 
 
 @pytest.mark.parametrize(
@@ -313,8 +315,11 @@ def test_a_matrix_installs_first_then_reproduces_then_runs_and_keeps_every_resul
     page are written, and --record writes the verdicts where later runs read them."""
     import harness.commands.matrix as matrix
 
-    measured = tmp_path / "finding_versions.json"
-    monkeypatch.setattr(finding_versions, "MEASURED", measured)
+    recorded = {}  # --record's writes into the findings' folders, caught here
+    monkeypatch.setattr(
+        finding_versions, "write_finding_verdicts", lambda folder, slug, by, *_: recorded.setdefault(slug, dict(by))
+    )
+    monkeypatch.setattr(finding_versions, "read_measured", lambda slug, folder: {})  # nothing recorded before
     monkeypatch.delenv(finding_versions.VARIABLE, raising=False)
     calls = []
     python = tmp_path / "env" / "bin" / "python"
@@ -331,7 +336,9 @@ def test_a_matrix_installs_first_then_reproduces_then_runs_and_keeps_every_resul
     def ran(p, version, directory, verdicts_file):
         calls.append(f"run {version}")
         first = p.engine.findings[0]
-        watched = finding_versions.watched_versions(first.slug, first.found_in, read_verdicts(verdicts_file))
+        watched = finding_versions.watched_versions(
+            first.slug, first.found_in, read_verdicts(verdicts_file)[first.slug]
+        )
         assert watched == ("0.32.0",)  # what the run will watch: where the reproducers reproduced it, just measured
         return {"exit_code": 0, "seconds": 1.0, "suites": [], "new_failures": [], "watched_run": {}}
 
@@ -347,7 +354,7 @@ def test_a_matrix_installs_first_then_reproduces_then_runs_and_keeps_every_resul
     assert record["matrix"]["finished"] and (folder / "index.html").is_file() and (folder / "versions.md").is_file()
     slug = record["findings"][0]["slug"]
     assert record["findings"][0]["cells"]["0.31.0"]["reproducer"] == NOT_REPRODUCED
-    assert read_verdicts(measured)[slug] == {"0.31.0": NOT_REPRODUCED, "0.32.0": REPRODUCED}
+    assert recorded[slug] == {"0.31.0": NOT_REPRODUCED, "0.32.0": REPRODUCED}
     assert "recorded the reproducers' verdicts" in capsys.readouterr().out
 
 

@@ -1,11 +1,11 @@
 """`mtp-harness matrix`: which releases of an engine are safe with MTP. For each release given: install its environment
 when missing (every install first, so a release that does not exist, does not install or has no MTP stops the
-command with one line before anything long runs); run every finding's standalone reproducer (docs/findings/<slug>.py,
+command with one line before anything long runs); run every finding's standalone reproducer (its folder's reproducer.py,
 the engine alone) against it; run the suites on it as shipped (`mtp-harness run --engine-version`), the findings
 watching where their reproducers reproduced them; then write versions.json and its page (index.html) in
 reports/matrix-<time>/, again after each release, so a run stopped half-way keeps what it measured.
 
-`--record` writes the reproducers' verdicts into harness/subjects/engines/finding_versions.json: what every later
+`--record` writes the reproducers' verdicts into each finding's folder's `versions.json`: what every later
 run reads to decide which releases a finding watches."""
 
 from __future__ import annotations
@@ -113,7 +113,7 @@ def plan(args: argparse.Namespace) -> MatrixPlan:
     if args.max_failures < 1:
         raise HarnessError(f"--max-failures {args.max_failures}: at least 1")
     if args.record and REPO_ROOT is None:
-        raise HarnessError("--record writes the clone's finding_versions.json; this harness is installed, not a clone")
+        raise HarnessError("--record writes into the clone's finding folders; this harness is installed, not a clone")
     return MatrixPlan(
         engine, args.decoder, args.model, versions, suite, args.budget, runner, flavour, args.workers, args.max_failures
     )
@@ -136,7 +136,9 @@ def install_all(p: MatrixPlan, log: Callable[[str], None]) -> dict[str, dict[str
 def reproduce(python: str, finding: Finding, arguments: tuple[str, ...]) -> dict[str, Any]:
     """One finding's reproducer against one release: its verdict (finding_versions.VERDICTS), exit code, seconds and
     the line it said it with (or why it could not run)."""
-    script = Path(str(REPO_ROOT)) / FINDINGS_DIR / f"{finding.slug}.py"  # reproduce_all runs in a clone only
+    script = finding.reproducer
+    if script is None:
+        return {"verdict": finding_versions.COULD_NOT_RUN, "exit_code": None, "line": "no reproducer.py in its folder"}
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     started = time.monotonic()
     try:
@@ -289,9 +291,13 @@ def main(args: argparse.Namespace) -> int:
         for slug, result in column["reproducers"].items():
             measured.setdefault(slug, {})[version] = result["verdict"]
             log(f"{version}: {slug}: {result['verdict']} ({result['line']})")
-    verdicts = finding_versions.merged(finding_versions.read_verdicts(), measured)
+    recorded = {f.slug: finding_versions.read_measured(f.slug, f.folder) for f in p.engine.findings}
+    verdicts = finding_versions.merged(recorded, measured)
     finding_versions.write_verdicts(verdicts, verdicts_file, header["started"], header["git_commit"])
-    watched = {f.slug: finding_versions.watched_versions(f.slug, f.found_in, verdicts) for f in p.engine.findings}
+    watched = {
+        f.slug: finding_versions.watched_versions(f.slug, f.found_in, verdicts.get(f.slug, {}))
+        for f in p.engine.findings
+    }
     write_matrix(matrix_record(p, header, columns, watched), directory)  # the verdicts kept before the long runs
     for column in columns:
         log(f"{column['version']}: the suites {p.suite} at budget {p.budget}")
@@ -302,8 +308,13 @@ def main(args: argparse.Namespace) -> int:
     record = matrix_record(p, header, columns, watched)
     write_matrix(record, directory)
     if args.record:
-        finding_versions.write_verdicts(verdicts, finding_versions.MEASURED, header["started"], header["git_commit"])
-        log(f"recorded the reproducers' verdicts in {finding_versions.MEASURED}")
+        for finding in p.engine.findings:
+            if finding.folder is not None and finding.slug in verdicts:
+                by_version = verdicts[finding.slug]
+                finding_versions.write_finding_verdicts(
+                    finding.folder, finding.slug, by_version, header["started"], header["git_commit"]
+                )
+        log("recorded the reproducers' verdicts in each finding's versions.json")
     print(matrix_text(record))
     log(f"versions.json and the page: {directory / 'index.html'}")
     return 0
@@ -361,6 +372,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--record",
         action="store_true",
-        help="write the reproducers' verdicts into harness/subjects/engines/finding_versions.json (which releases each "
+        help="write the reproducers' verdicts into each finding's folder's `versions.json` (which releases each "
         "finding watches in every later run)",
     )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import subprocess
 import time
@@ -21,16 +22,21 @@ from harness.contract.invocation import suites_pytest, wait_through_ctrl_c
 from harness.contract.paths import REPORTS, SUITES_DIR
 from harness.contract.run_options import RunOptions, declare_options, option_named, pytest_arguments
 from harness.contract.suites import SUITE_NAMES, marker_expression
+from harness.door.reading import FRONT_END_VARIABLE
 
+USAGE_ERROR = 2
 NIGHTLY_MARKERS = marker_expression((*SUITE_NAMES, "gpu"))
 HELP = "the nightly job: every suite and the mutation catalogue at a budget, one report"
 RUN_OPTIONS = ("decoder", "model", "device", "dtype", "budget")  # the run options of the nightly (the table's rows)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    defaults = {"budget": "full", "device": None}  # the full budget; CUDA when torch sees one, else the CPU
-    rows = [option_named(name) for name in RUN_OPTIONS]
-    table = [replace(row, default=defaults.get(row.name, row.default)) for row in rows]
+    nightly = {  # the full budget; CUDA when torch sees one, else the CPU
+        "budget": {"default": "full"},
+        "device": {"default": None, "help": "torch device (default: cuda when torch sees one, else cpu)"},
+        "dtype": {"help": "model dtype (default: bf16 on CUDA, float32 on CPU)"},
+    }
+    table = [replace(row, **nightly.get(row.name, {})) for row in map(option_named, RUN_OPTIONS)]
     declare_options(parser.add_argument, lambda row: [row.cli_flag], table)
     parser.add_argument("-n", "--workers", type=int, default=2, help="pytest-xdist workers / parallel mutants")
     parser.add_argument("--report-dir", type=Path, default=REPORTS, help="where run directories go")
@@ -114,7 +120,10 @@ def run_nightly(
     run_dir = report_dir / (time.strftime("%Y%m%d-%H%M%S") + f"-nightly-{budget}")
     command = suites_command(budget, decoder, model, device, dtype, workers, run_dir)
     print("mtp-harness nightly:", shlex.join(command), flush=True)
-    suites_code = wait_through_ctrl_c(subprocess.Popen(command))
+    front_end = {**os.environ, FRONT_END_VARIABLE: "mtp-harness nightly"}  # the door names options as nightly does
+    suites_code = wait_through_ctrl_c(subprocess.Popen(command, env=front_end))
+    if suites_code == USAGE_ERROR and not run_dir.exists():  # the door refused an option: its one line said why
+        return USAGE_ERROR
     catalogue_dir = run_dir / "mutants"
     arguments = catalogue_arguments(budget, model, device, dtype, workers, catalogue_dir)
     print("mtp-harness nightly: mtp-harness", shlex.join(arguments), flush=True)

@@ -186,7 +186,7 @@ RUN_OPTION_TABLE: tuple[RunOption, ...] = (  # the order the door checks them in
         "decoder",
         "decoder",
         "decoder under test: a registered name (mtp, target, transformers-mtp, vllm-mtp, llamacpp-mtp, mutant:<name>, "
-        f"an entry point of mtp_harness.decoders) or module:factory for your own (default: {DEFAULT_DECODER})",
+        "an entry point of mtp_harness.decoders) or module:factory for your own (default: %(default)s)",
         default=DEFAULT_DECODER,
         metavar="NAME",
         checked="a known name (near matches otherwise) or a module:factory that imports; an engine's decoder needs "
@@ -205,7 +205,7 @@ RUN_OPTION_TABLE: tuple[RunOption, ...] = (  # the order the door checks them in
     RunOption(
         "device",
         "device",
-        f"torch device for the model: cpu, cuda, cuda:N (default: {DEFAULT_DEVICE})",
+        "torch device for the model: cpu, cuda, cuda:N (default: %(default)s)",
         default=DEFAULT_DEVICE,
         metavar="DEVICE",
         checked="cpu or cuda[:N]; CUDA present when asked for",
@@ -225,10 +225,10 @@ RUN_OPTION_TABLE: tuple[RunOption, ...] = (  # the order the door checks them in
         "reference",
         "the target-only truth: harness (the harness's own copy of the checkpoint, loaded in this process) or engine "
         "(the engine under test without speculation and its log-probabilities; this process then reads no weight "
-        f"file, and the checks that need weights are skipped with the reason) (default: {Reference.HARNESS})",
+        "file, and the checks that need weights are skipped with the reason) (default: %(default)s)",
         default=str(Reference.HARNESS),
-        choices=tuple(str(r) for r in Reference),
-        checked="engine only for an engine that can be its own reference (it scores sequences)",
+        metavar="{" + ",".join(Reference) + "}",
+        checked="harness or engine; engine only for an engine that can be its own reference (it scores sequences)",
     ),
     RunOption(
         "model",
@@ -246,17 +246,17 @@ RUN_OPTION_TABLE: tuple[RunOption, ...] = (  # the order the door checks them in
         "budget",
         "budget",
         "smoke | ci | full: sampling N, Hypothesis examples, calibration reruns, which mutants "
-        f"(default: {DEFAULT_BUDGET}); MTP_HARNESS_HYPOTHESIS_PROFILE, when set, still picks the Hypothesis profile",
+        "(default: %(default)s); MTP_HARNESS_HYPOTHESIS_PROFILE, when set, still picks the Hypothesis profile",
         default=DEFAULT_BUDGET,
-        choices=tuple(sorted(BUDGETS)),
+        metavar="{" + ",".join(sorted(BUDGETS)) + "}",
         checked="a known budget",
         always_written=True,
     ),
     RunOption(
         "seed",
         "seed",
-        f"session seed: an integer, 'random' for a new one, or 'last' to replay the previous run's (default: "
-        f"{DEFAULT_SEED}); it moves every case's randomness",
+        "session seed: an integer, 'random' for a new one, or 'last' to replay the previous run's (default: "
+        "%(default)s); it moves every case's randomness",
         default=str(DEFAULT_SEED),
         metavar="SEED",
         checked="an integer, random or last (last: a seed in pytest's cache, checked when the session starts)",
@@ -267,7 +267,7 @@ RUN_OPTION_TABLE: tuple[RunOption, ...] = (  # the order the door checks them in
         "engine.configuration",
         "an engine subject under a deployed configuration (vLLM: prefix-cache, chunked-prefill, preempt, queue, async; "
         "llama.cpp: prefix-cache, chunked-prefill, queue, context-shift), every suite under it "
-        f"(default: {DEFAULT_CONFIGURATION}, the harness's own engine settings)",
+        "(default: %(default)s, the harness's own engine settings)",
         default=DEFAULT_CONFIGURATION,
         metavar="NAME",
         checked="a configuration of the decoder's engine",
@@ -286,7 +286,7 @@ RUN_OPTION_TABLE: tuple[RunOption, ...] = (  # the order the door checks them in
         "engine-fixes",
         "engine.fixes",
         "an engine subject with the documented fix of the named findings applied (beneath the known bugs): vLLM inside "
-        f"its process, llama.cpp built into its source; a fixed finding marks no test (default: {NO_FIXES}, the "
+        "its process, llama.cpp built into its source; a fixed finding marks no test (default: %(default)s, the "
         "engine as shipped)",
         default=NO_FIXES,
         metavar="none|all|SLUG[,SLUG...]",
@@ -450,12 +450,13 @@ def options_reference(table: Sequence[RunOption] | None = None) -> str:
         "|---|---|---|---|---|",
     ]
     for row in table:
+        help_text = row.help.replace("%(default)s", str(row.default))
         value = f" {row.metavar}" if row.metavar else " {" + ",".join(row.choices) + "}" if row.choices else ""
         default = "" if row.default is None else f"`{row.default}`"
         if row.name in ("model", "prompts"):  # a path of this clone: named, not printed
             default = "the bundled fixture"
         lines.append(
-            f"| `{row.cli_flag}{cell(value)}` | `{row.pytest_flag}` | {cell(default)} | {cell(row.help)} "
+            f"| `{row.cli_flag}{cell(value)}` | `{row.pytest_flag}` | {cell(default)} | {cell(help_text)} "
             f"| {cell(row.checked)} |"
         )
     return "\n".join(lines) + "\n"

@@ -25,8 +25,15 @@ class FrontEnd:
 
 RUN = FrontEnd("mtp-harness run", lambda row: row.cli_flag)
 PYTEST = FrontEnd("mtp-harness", lambda row: row.pytest_flag)
-# `mtp-harness run` sets it to RUN.name in its pytest child's environment: the door there names options as `run` does
+# a command that starts pytest with options it was given (`mtp-harness run`, `nightly`) names itself here in its pytest
+# child's environment: the door there names the options as the command spells them (`--decoder`)
 FRONT_END_VARIABLE = "MTP_HARNESS_FRONT_END"
+
+
+def front_end_named(name: str) -> FrontEnd:
+    """The front end a command named in FRONT_END_VARIABLE (its flags as `mtp-harness` commands spell them); pytest's
+    where none is named."""
+    return FrontEnd(name, RUN.spell) if name else PYTEST
 
 
 class UsageError(HarnessError):

@@ -12,6 +12,7 @@ import random
 import signal
 import sys
 import threading
+from typing import TYPE_CHECKING
 
 import pytest
 from hypothesis import settings
@@ -19,13 +20,17 @@ from hypothesis import settings
 from harness.contract.budget import BUDGETS
 from harness.contract.errors import HarnessError
 from harness.contract.paths import resolve_model_path
-from harness.contract.run_options import Reference, RunOptions, given_options
+from harness.contract.run_options import Reference, RunOptions, given_options, option_named
 from harness.contract.suites import OTHER_MARKERS, SUITES
 from harness.models.allocator import keep_freed_memory
+
+if TYPE_CHECKING:
+    pass
 
 USAGE_ERROR = 2  # the exit status of options that cannot work, as `mtp-harness run` and argparse give it
 SEED_CACHE_KEY = "mtp_harness/seed"
 OPTIONS_RECORD = "mtp_harness_options"  # the controller's checked options, handed to each xdist worker
+FRONT_END = pytest.StashKey["FrontEnd"]()  # how the session's front end spells an option
 RUN_OPTIONS = pytest.StashKey[RunOptions]()
 
 
@@ -34,14 +39,16 @@ def read_options(config: pytest.Config) -> None:
     which import torch and the harness (seconds). The door reads the options once, in the controller; an xdist worker
     takes the controller's checked options (pytest_configure_node) instead of reading them again."""
     workerinput = getattr(config, "workerinput", None)
+    from harness.door import UsageError, read_run_options
+    from harness.door.reading import FRONT_END_VARIABLE, front_end_named
+
     if workerinput is not None and OPTIONS_RECORD in workerinput:
         config.stash[RUN_OPTIONS] = RunOptions.from_record(json.loads(workerinput[OPTIONS_RECORD]))
+        config.stash[FRONT_END] = front_end_named("")
         return
-    from harness.door import PYTEST, RUN, UsageError, read_run_options
-    from harness.door.reading import FRONT_END_VARIABLE
 
     # `mtp-harness run` names its options as it spells them (--decoder); its children do not inherit the spelling
-    front_end = RUN if os.environ.pop(FRONT_END_VARIABLE, "") == RUN.name else PYTEST
+    front_end = config.stash[FRONT_END] = front_end_named(os.environ.pop(FRONT_END_VARIABLE, ""))
     try:
         config.stash[RUN_OPTIONS] = read_run_options(
             given_options(config.known_args_namespace, prefix="harness_"), front_end
@@ -73,7 +80,9 @@ def pytest_configure(config: pytest.Config) -> None:
     try:
         config.stash[RUN_OPTIONS] = config.stash[RUN_OPTIONS].with_seed(_session_seed(config))
     except HarnessError as error:
-        pytest.exit(f"mtp-harness: {error}", returncode=USAGE_ERROR)
+        front_end = config.stash[FRONT_END]
+        flag = front_end.spell(option_named("seed"))
+        pytest.exit(f"{front_end.name}: {flag} {config.stash[RUN_OPTIONS].seed}: {error}", returncode=USAGE_ERROR)
     options = config.stash[RUN_OPTIONS]
     if getattr(config, "workerinput", None) is None:
         build_the_engine(options)
@@ -119,7 +128,7 @@ def _session_seed(config: pytest.Config) -> int:
         cache = getattr(config, "cache", None)  # absent with -p no:cacheprovider
         cached = cache.get(SEED_CACHE_KEY, None) if cache is not None else None
         if cached is None:
-            raise HarnessError("--harness-seed last: no previous seed recorded in the pytest cache")
+            raise HarnessError("no previous seed recorded in the pytest cache")
         seed = int(cached)
     else:
         seed = int(value)

@@ -26,9 +26,10 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from harness.contract.run_options import EngineOptions
+from harness.subjects.engines import serving
 
-FIXES_VARIABLE = "MTP_HARNESS_ENGINE_FIXES"  # the finding slugs whose fix the engine process applies (comma-separated)
-FIXES_SITE = "sitecustomize.py"  # the file that installs them, in the folder put on the engine's PYTHONPATH
+FIXES_VARIABLE = "MTP_HARNESS_ENGINE_FIXES"  # the fix.py files the engine process installs (os.pathsep-separated)
+FIXES_SITE = Path(serving.__file__).parent / "fixes"  # its sitecustomize.py installs them, put on the PYTHONPATH
 
 
 @dataclass(frozen=True)
@@ -71,18 +72,23 @@ class Fixes(Protocol):
 
 @dataclass(frozen=True)
 class FixesOnImport:
-    """The fixes installed inside the engine's Python process as it starts: `folder` (which holds a `sitecustomize.py`
-    and the findings' fix modules it installs) goes on the process's PYTHONPATH, and the slugs in
-    MTP_HARNESS_ENGINE_FIXES. The engine's files are never touched."""
+    """The fixes installed inside the engine's Python process as it starts, each finding's fix.py in its folder of
+    `findings` (<slug>/fix.py): the shared sitecustomize.py (harness/subjects/engines/serving/fixes/, standard library
+    only) goes on the process's PYTHONPATH and installs the files named in MTP_HARNESS_ENGINE_FIXES. The engine's files
+    are never touched."""
 
-    folder: Path
+    findings: Path
+
+    def fix(self, slug: str) -> Path:
+        return self.findings / slug / "fix.py"
 
     def problem(self, slugs: Sequence[str], runner: str | None) -> str | None:
-        return None if (self.folder / FIXES_SITE).is_file() else f"{self.folder} holds no {FIXES_SITE}"
+        missing = [slug for slug in slugs if not self.fix(slug).is_file()]
+        return f"no fix written yet for {', '.join(missing)}" if missing else None
 
     def process_environment(self, slugs: Sequence[str]) -> dict[str, str]:
-        pythonpath = os.pathsep.join(filter(None, [str(self.folder), os.environ.get("PYTHONPATH")]))
-        return {"PYTHONPATH": pythonpath, FIXES_VARIABLE: ",".join(slugs)}
+        pythonpath = os.pathsep.join(filter(None, [str(FIXES_SITE), os.environ.get("PYTHONPATH")]))
+        return {"PYTHONPATH": pythonpath, FIXES_VARIABLE: os.pathsep.join(str(self.fix(slug)) for slug in slugs)}
 
 
 @dataclass(frozen=True)

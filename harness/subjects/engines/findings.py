@@ -10,23 +10,29 @@ that passes is a failure too (the engine no longer shows the bug: the entry must
 what a test checks.
 
 A finding's fix is the write-up's Fix section as code, in its engine's `fixes` folder (the engine record,
-harness/subjects/engines/engine.py; vLLM's: harness/subjects/engines/vllm/fixes/<slug with _>.py): `--engine-fixes`
+harness/subjects/engines/engine.py; vLLM's: harness/subjects/engines/vllm/findings/<slug>/fix.py): `--engine-fixes`
 applies it inside the engine process, and a fixed finding watches nothing.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import re
+import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from harness.subjects.engines.finding_versions import watched_versions
+from harness.contract.errors import HarnessError
+from harness.subjects.engines.finding_versions import read_measured, watched_versions
 
 if TYPE_CHECKING:
     from harness.models.loading import ModelBundle
 
-FINDINGS_DIR = "docs/findings"
+FINDINGS_DIR = "docs/findings"  # where the project's findings are written up, <slug>.md
+RECORD, FIXES, REPRODUCER, VERSIONS = "finding.py", ("fix.py", "fix.patch"), "reproducer.py", "versions.json"
 
 
 @dataclass(frozen=True)
@@ -61,16 +67,33 @@ class Finding:
     # the engine's model runners it was shown on (vLLM: v1, v2); empty for an engine with no choice of runner. On a
     # runner it was not shown on, it watches nothing: a failure there is a failure until its reproducer shows the bug
     runners: tuple[str, ...] = ()
+    # its folder (set where it is discovered), which holds its fix, reproducer and measured releases; and its write-up,
+    # where not docs/findings/<slug>.md (a finding of an engine packaged elsewhere keeps it in its folder)
+    folder: Path | None = None
+    write_up: str | None = None
 
     @property
     def versions(self) -> tuple[str, ...]:
-        """The releases it watches: where its reproducer reproduced it (harness/subjects/engines/finding_versions.py,
-        written by `mtp-harness matrix --record`), and the release it was found in unless measured absent there."""
-        return watched_versions(self.slug, self.found_in)
+        """The releases it watches: where its reproducer reproduced it (its folder's versions.json, written by
+        `mtp-harness matrix --record`; harness/subjects/engines/finding_versions.py), and the release it was found in
+        unless measured absent there."""
+        return watched_versions(self.slug, self.found_in, read_measured(self.slug, self.folder))
 
     @property
     def document(self) -> str:
-        return f"{FINDINGS_DIR}/{self.slug}.md"
+        return self.write_up or f"{FINDINGS_DIR}/{self.slug}.md"
+
+    @property
+    def fix(self) -> Path | None:
+        """Its documented fix, as code the engine runs (fix.py: patches the engine as it imports; fix.patch: built
+        into its source); None where none is written."""
+        return next((self.folder / name for name in FIXES if self.folder and (self.folder / name).is_file()), None)
+
+    @property
+    def reproducer(self) -> Path | None:
+        """Its standalone reproducer, which uses the engine alone."""
+        path = self.folder / REPRODUCER if self.folder is not None else None
+        return path if path is not None and path.is_file() else None
 
     def applies(self, decoder: str, version: str | None, flavour: str, runner: str | None = None) -> bool:
         shown_on_runner = not self.runners or runner in self.runners
@@ -85,6 +108,34 @@ class Finding:
     def may(self, model: str, test_id: str) -> bool:
         """Is this a test the bug fails only when its random draws reach it (a pass there is no XPASS)?"""
         return _listed(self.may_fail, model, test_id)
+
+
+def discover_findings(findings: Path, package: str) -> tuple[Finding, ...]:
+    """The findings in folder `findings`, one folder each, by slug: the folder's finding.py declares `FINDING` (its
+    record and signature), loaded as module `<package>.<folder>.finding`. Nothing lists them: a new folder is a new
+    finding. A folder whose record names another slug is refused."""
+    found = []
+    for record in sorted(findings.glob(f"*/{RECORD}")):
+        name = f"{package}.{record.parent.name.replace('-', '_')}.finding"
+        spec = importlib.util.spec_from_file_location(name, record)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # its functions name their module (introspection, tests)
+        spec.loader.exec_module(module)
+        finding = module.FINDING
+        if finding.slug != record.parent.name:
+            raise HarnessError(f"{record}: its finding is {finding.slug!r}; a finding's folder is named by its slug")
+        found.append(replace(finding, folder=record.parent))
+    return tuple(found)
+
+
+def finding_named(findings: Sequence[Finding], slug: str) -> Finding:
+    return next(finding for finding in findings if finding.slug == slug)
+
+
+def signature_module(findings: Sequence[Finding], slug: str) -> ModuleType:
+    """The module of finding `slug`'s record and signature (its finding.py): the signature's helpers, for tests."""
+    return sys.modules[finding_named(findings, slug).explains.__module__]
 
 
 def _listed(table: dict[str, tuple[str, ...]], model: str, test_id: str) -> bool:

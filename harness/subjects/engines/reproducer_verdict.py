@@ -1,4 +1,4 @@
-"""A finding's standalone reproducer (docs/findings/<slug>.py) says its verdict in one line and its exit status:
+"""A finding's standalone reproducer (its folder's reproducer.py) says its verdict in one line and its exit status:
 `BUG REPRODUCED` with exit 1, `not reproduced` with exit 0. Anything else gave no verdict: it could not run on that
 release, and the line that says why is kept (a crash's error line, not the debugger's backtrace after it).
 

@@ -1,12 +1,13 @@
 """llama.cpp as an engine subject, everything of it in this package: its environment (environment.py: the xllamacpp
 wheel, and where a model directory keeps its GGUF), the decoder the suites drive (decoder.py), the server that runs
 inside llama.cpp's environment and imports nothing of the harness (server.py), its deployed configurations
-(configurations.py), the bugs found in it (findings.py) and what their failures look like (signatures.py).
+(configurations.py), the bugs found in it (findings/: one folder each, its record, signature, fix patch and
+reproducer) and what several of their signatures share (signatures.py).
 
 llama.cpp runs as one of two builds (`--engine-runner`): `source` (the default), built here from the pinned
-xllamacpp sdist with the harness's instrumentation compiled in and a user's own patches after it (build.py, with
-source.py: the sdist; patches/instrumentation.patch), or `wheel`, the published wheel. It scores no sequence for
---reference engine.
+xllamacpp sdist with the harness's instrumentation compiled in, the findings' fixes under --engine-fixes, and a user's
+own patches after them (build.py, with source.py: the sdist; patches/instrumentation.patch), or `wheel`, the published
+wheel. It scores no sequence for --reference engine.
 
 `ENGINE` is the record the engine registry (harness/subjects/engines/registry.py) reads.
 

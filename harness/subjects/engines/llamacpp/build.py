@@ -42,7 +42,7 @@ from harness.subjects.engines.llamacpp.environment import SDIST_SHA256, SOURCE, 
 from harness.subjects.engines.llamacpp.source import LLAMA_CPP, TOP, sdist_archive
 
 INSTRUMENTATION = Path(__file__).with_name("patches") / "instrumentation.patch"
-FIXES = Path(__file__).with_name("fixes")  # <finding slug>.patch: each llama.cpp finding's documented fix
+FINDINGS = Path(__file__).with_name("findings")  # <finding slug>/fix.patch: each llama.cpp finding's documented fix
 # llguidance (grammars, in Rust) and BoringSSL (HTTPS for the HTTP client) are fetched from the internet when llama.cpp
 # is configured; neither is on a path the harness drives, and the machines it runs on may reach only package registries
 CMAKE_ARGS = "-DLLAMA_LLGUIDANCE=OFF -DLLAMA_BUILD_BORINGSSL=OFF"
@@ -105,8 +105,8 @@ class BuildSpec:
 
 
 def fix_patch(slug: str) -> Path:
-    """The documented fix of llama.cpp finding `slug` (docs/findings/<slug>.md), as a patch."""
-    return FIXES / f"{slug}.patch"
+    """The documented fix of llama.cpp finding `slug` (docs/findings/<slug>.md), as a patch in the finding's folder."""
+    return FINDINGS / slug / "fix.patch"
 
 
 @dataclass(frozen=True)

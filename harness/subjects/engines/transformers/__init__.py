@@ -1,13 +1,14 @@
-"""transformers as an engine subject, for any release other than the harness's own: that release in its own
-environment (environment.py) runs the in-process subjects' code (harness/subjects/engines/transformers/) behind the wire
-protocol (server.py), driven by the decoders in decoder.py. `--decoder transformers-mtp --engine-version X` (or
-transformers-assisted) runs release X; without --engine-version, or with the harness's own release, the decoder runs
-in the harness's process (`PinnedInProcess`).
+"""transformers as an engine subject. Its pinned release is the harness's own and runs in the harness's process:
+`transformers-mtp` (its native MTP generation) and `transformers-assisted` (its assisted-generation loop with the MTP
+depths as the draft model), with forced drafts and verification passes taken from transformers' own loop
+(generation.py, candidates.py, use_mtp.py). Any other release runs out of process in its own environment
+(environment.py), the same code behind the wire protocol (server.py), driven by the decoders in release.py:
+`--decoder transformers-mtp --engine-version X`.
 
-`ENGINE` is the record the engine registry (harness/subjects/engines/registry.py) reads. No findings: none has been
-measured in a transformers release yet, so nothing is excused.
+`ENGINE` is the record the engine registry (harness/subjects/engines/registry.py) reads; `PinnedInProcess` names the
+in-process decoders. No findings: none has been measured in a transformers release yet, so nothing is excused.
 
-Imports: harness.contract up to harness.subjects.transformers, and harness.subjects.engines' shared modules."""
+Imports: harness.contract up to harness.triage, and harness.subjects.engines' shared modules."""
 
 from __future__ import annotations
 

@@ -2,11 +2,10 @@
 suites drive (decoder.py), the server that runs inside vLLM's environment and imports nothing of the harness
 (server.py, with recorder.py: forced drafts and per-pass records on Model Runner V1 or V2, cpu_triton.py: what V2
 needs to start on a CPU, and scoring.py: the sampling suite's truth computed from vLLM's full logits under
---reference engine),
-its deployed configurations (configurations.py), the arguments a run may pass through (arguments.py), the bugs found
-in it (findings.py) and what their failures look like (signatures.py, with drafting.py: vLLM's MTP drafting as three
-findings describe it), the findings' fixes applied inside its process under --engine-fixes only (fixes/, never
-imported here), and triage's vLLM-alone reproducer (reproducer.py).
+--reference engine), its deployed configurations (configurations.py), the arguments a run may pass through
+(arguments.py), the bugs found in it (findings/: one folder each, its record, signature, fix and reproducer), what
+several of their signatures share (signatures.py, with drafting.py: vLLM's MTP drafting as three findings describe
+it), and triage's vLLM-alone reproducer of a failure group (reproducer.py).
 
 `ENGINE` is the record the engine registry (harness/subjects/engines/registry.py) reads.
 
@@ -68,8 +67,7 @@ ENGINE = Engine(
         OwnReference(),
         OverheadProbe(GENERATE_ALONE),
         FailureReproducer(vllm_reproducer_script),
-        # each reproducer takes vLLM's model runner (docs/findings/model_runner.py) and decodes the fixture its bug
-        # needs
+        # each reproducer takes vLLM's model runner (findings/model_runner.py) and decodes the fixture its bug needs
         FindingReproducers(lambda runner, model: ("--runner", runner or DEFAULT_RUNNERS["cpu"])),
     ),
 )

@@ -41,7 +41,7 @@ ENVIRONMENT = EngineEnvironment(
 )
 SERVER = Path(__file__).with_name("server.py")
 GENERATE_ALONE = Path(__file__).with_name("generate_alone.py")  # vLLM alone, for the overhead probe (bench)
-FIXES = Path(__file__).with_name("fixes")  # the findings' fixes, applied only under --engine-fixes
+FIXES = Path(__file__).with_name("findings")  # the findings' fixes (<slug>/fix.py), applied only under --engine-fixes
 
 # the model runners a run may choose (--engine-runner), and the one vLLM picks itself (vllm/config/vllm.py
 # use_v2_model_runner: V2 wherever Triton has a driver, so on CUDA; V1 on the CPU build, whose Triton has no cpu

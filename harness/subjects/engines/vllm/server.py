@@ -188,12 +188,12 @@ class Engine:
         }
 
     def describe(self) -> dict:
-        fixes = getattr(sys.modules.get("sitecustomize"), "APPLIED", [])  # under --engine-fixes only (fixes/)
+        fixes = getattr(sys.modules.get("sitecustomize"), "APPLIED", [])  # under --engine-fixes only (serving/fixes/)
         return {
             "name": "vllm",
             "version": self.version,
             "config": self.config,
-            "fixes": sorted({s for s, _ in fixes}),
+            "fixes": sorted(fixes),
             "runner": self.runner,
             "effective": self.effective(),
         }

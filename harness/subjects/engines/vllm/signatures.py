@@ -1,153 +1,31 @@
-"""What each vLLM finding's failure looks like: predicates over a failed case's records and message
-(harness/subjects/engines/findings.py FailedCase). A failure the predicate of no watching finding accepts is a failure.
+"""What several vLLM findings' signatures share (each finding's own predicate is in its folder's finding.py):
 
-Each predicate accepts only what its bug can produce, so that a different bug in the same test fails:
-- the CPU expand kernel: a rejected sampling case whose first output token follows the target (the plain sampler
-  draws it with the request's own parameters; only the rejection sampler reads the garbage), a seeded request whose
-  output changes with its batch, the out-of-bounds top-k crash, or a constrained request vLLM terminates because its
-  grammar refuses the token the rejection sampler drew. How far the law moves depends on what the
-  uninitialised memory holds, so another sampling bug of the rejection sampler would look the same in the record:
-  the run beneath the fixes (--engine-fixes) is what judges vLLM's rejection sampler and its per-request randomness;
-- the drafter skip: the passes vLLM's per-batch condition skips, predicted from the engine steps (the pass after
-  each step whose longest sequence + k passes max_model_len holds token 0 only, and no other pass holds unforced
-  token-0 drafts), greedy tokens unchanged, and draft mismatches only at or after a request's first predicted skip
-  (its MTP cache misses that step's positions);
-- probabilistic drafts without the request's seed: a seeded request with sampled drafts whose output changes with
-  its batch (the record cannot tell it from another RNG bug of the draft path; its reproducer can);
-- a seeded request prefilled in chunks on CPU: the engine's own error, `CPU Generator does not use offset`, which
-  torch raises only when a CPU generator is asked for a Philox offset (Model Runner V1's rewind after a discarded
-  chunk is the one place vLLM asks);
-- min_tokens at the bonus position: a greedy output under min_tokens that runs on where target-only decoding ends on
-  an EOS, at a position min_tokens allows that is the bonus position of a pass that started below min_tokens and had
-  every draft accepted (Model Runner V1 masks the bonus row by the committed length);
-- position 0, GLM-4.5's pre-norm hand-over and the chunked prefill's last prompt token: the engine's drafts equal
-  those of the harness's proposer computing the MTP layer as the findings describe it (the chunk ends as the engine
-  reported them; harness/subjects/engines/vllm/drafting.py).
-"""
+- draft-conformance mismatches explained together (`conformance_explained_by`): the drafter skip explains a
+  request's mismatches at or after its first predicted skip; position 0, GLM-4.5's pre-norm hand-over and the chunked
+  prefill's last prompt token explain a mismatch whose drafts equal those of the harness's proposer computing the MTP
+  layer as the findings watching the test describe it (the chunk ends as the engine reported them;
+  harness/subjects/engines/vllm/drafting.py); a mismatch none explains leaves the failure a failure;
+- the drafter skip predicted pass by pass from the engine steps (`drafter_skipped_passes`, `skips_as_predicted`):
+  the pass after each step whose longest sequence + k passes max_model_len holds token 0 only, and no other pass
+  holds unforced token-0 drafts."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from harness.subjects.engines.findings import FailedCase
 
-GRAMMAR_TERMINATED = "vLLM terminated a constrained request: its grammar refused a sampled token"  # vllm/server.py
-OUT_OF_BOUNDS = re.compile(r"index -?\d+ is out of bounds for dimension \d+ with size \d+")
 DRAFTER_SKIP = "vllm-drafter-skipped-for-the-whole-batch-near-max-model-len"
+
+
 POSITION_ZERO = "vllm-mtp-zeroes-the-token-embedding-at-position-0"
+
+
 PRE_NORM_CHAIN = "vllm-glm4-moe-mtp-chains-drafts-from-the-pre-norm-hidden-state"
+
+
 CHUNK_END_TOKEN = "vllm-mtp-chunked-prefill-feeds-the-last-prompt-token-at-every-chunk-end"
-
-
-# --- the CPU expand kernel ----------------------------------------------------------------------------------
-
-
-def sampled_with_garbage_parameters(case: FailedCase) -> bool:
-    """The out-of-bounds top-k crash; a constrained sampled request vLLM terminated because its grammar refused the
-    token the rejection sampler drew from the garbage-processed law (vllm/server.py GRAMMAR_TERMINATED: the watched
-    tests all sample); a rejected sampling case whose first output token is not rejected (a law case
-    is two tokens long and its cells do not separate the first: any rejection); or a seeded sampled request whose
-    output changes with its batch (its record present: the sampling parameters are read from uninitialised memory,
-    which differs from batch to batch), or with its schedule or engine (a `repeat` record of a sampled request).
-
-    The temperature, top-k and top-p the rejection sampler applies are whatever `new_empty` left in memory, so the
-    law can move by any amount (TV 0.22 to 0.79 measured): no threshold on its size separates this bug from another.
-    What the mechanism fixes is where it acts: the first token of every request is drawn before any draft exists, by
-    vLLM's plain sampler with the request's own parameters, so a whole-sequence case rejected at output position 0
-    is another bug. The record cannot tell this bug from another bug of the rejection sampler or of per-request
-    randomness: the run beneath the fixes judges those."""
-    if OUT_OF_BOUNDS.search(case.message) or GRAMMAR_TERMINATED in case.message:
-        return True
-    sampling = case.records.get("sampling")
-    if sampling:
-        return bool(sampling["rejected"]) and first_token_follows_the_target(sampling)
-    repeat = case.records.get("repeat")  # the same seeded request in two runs (the engine suite)
-    if repeat:
-        return repeat["request"]["temperature"] > 0
-    return "isolation" in case.records
-
-
-def first_token_follows_the_target(sampling: Mapping[str, Any]) -> bool:
-    """Output position 0 of a whole-sequence case not rejected by either of its tests (KS, log-likelihood; Holm
-    over the case's family at its family alpha). A law case's cells pair the first two tokens and pool the rare
-    pairs, so they cannot judge the first token alone: true."""
-    if sampling["kind"] == "law":
-        return True
-    first = next(p for p in sampling["positions"] if p["position"] == 0)
-    return first["ks_holm"] > sampling["family_alpha"] and first["z_holm"] > sampling["family_alpha"]
-
-
-# --- probabilistic drafts without the request's seed -------------------------------------------------------
-
-
-def sampled_drafts_not_seeded(case: FailedCase) -> bool:
-    """A seeded sampled request with sampled drafts (draft_mode 'sample') whose output changed with its batch."""
-    isolation = case.records.get("isolation")
-    return bool(isolation) and isolation["request"]["draft_mode"] == "sample"
-
-
-# --- a seeded request prefilled in chunks on CPU ------------------------------------------------------------
-
-CPU_GENERATOR_OFFSET = "CPU Generator does not use offset"
-
-
-def cpu_generator_asked_for_its_offset(case: FailedCase) -> bool:
-    """The engine died on torch's `RuntimeError: CPU Generator does not use offset`: Model Runner V1 rewinding a
-    seeded request's CPU generator after a prefill chunk that ended inside its prompt
-    (`GPUModelRunner._bookkeeping_sync`). The error arrives as the text of the decode call's EngineError."""
-    return CPU_GENERATOR_OFFSET in case.message
-
-
-# --- min_tokens at the bonus position -----------------------------------------------------------------------
-
-
-def eos_masked_at_a_bonus_position(case: FailedCase) -> bool:
-    """A features case whose output equals the target-only output up to the first index d where they differ, where
-    the target-only token is one of the request's EOS ids and d >= min_tokens (the EOS is allowed there), and d is
-    the bonus position of the pass that emitted it: a pass with drafts, every one accepted (d == start + drafts), that
-    started below min_tokens. Model Runner V1 masks the stop tokens of a pass's bonus row while the committed length
-    (the pass's start) is below min_tokens (`MinTokensLogitsProcessor.apply`), though the bonus position is
-    start + drafts. A divergence at a draft or correction position, before min_tokens, or at a token that is not
-    an EOS is another bug."""
-    record = case.records.get("feature_output")
-    if not record:
-        return False
-    expected, actual, min_tokens = record["expected"], record["actual"], record["min_tokens"]
-    shared = min(len(expected), len(actual))
-    d = next((i for i in range(shared) if expected[i] != actual[i]), shared)
-    if d == shared or expected[d] not in record["eos_token_ids"] or d < min_tokens:
-        return False  # one output a prefix of the other, a token that is not an EOS, or an EOS still masked there
-    emitting = next((s for s in record["steps"] if s["start"] <= d < s["start"] + len(s["emitted"])), None)
-    if emitting is None or not emitting["drafts"]:
-        return False
-    all_accepted = emitting["accepted"] == len(emitting["drafts"])
-    return all_accepted and d == emitting["start"] + len(emitting["drafts"]) and emitting["start"] < min_tokens
-
-
-# --- the drafter skip ---------------------------------------------------------------------------------------
-
-
-def drafts_of_token_zero(case: FailedCase) -> bool:
-    """Greedy tokens unchanged, and the broken passes are the drafter skip's, predicted pass by pass from the engine
-    steps (drafter_skipped_passes): on the pass checks, every pass of k token-0 drafts the request never proposed is
-    one the skip predicts, every predicted pass with drafts holds token 0 only, and at least one was predicted, in
-    each decode the record holds; on draft conformance, every mismatch of a request at or after its first predicted
-    skip (the skipped pass, then drafts made from an MTP cache with holes), every other mismatch explained by the
-    other watching findings."""
-    if case.records.get("divergence") and not case.records["divergence"].get("near_tie"):
-        return False  # the skip costs drafts, never tokens
-    passes = case.records.get("passes")
-    if passes:
-        k, context = int(passes["num_draft_tokens"]), case.model().max_context
-        forced = passes["forced_drafts"]
-        decodes = [(passes["steps"], longest_of(passes.get("step_facts")))]
-        if passes.get("other_steps") is not None:
-            decodes.append((passes["other_steps"], longest_of(passes.get("other_step_facts"))))
-        skips = [skips_as_predicted(steps, longest, k, context, forced) for steps, longest in decodes]
-        return all(skip is not None for skip in skips) and any(skips)
-    return DRAFTER_SKIP in conformance_explained_by(case)
 
 
 def longest_of(step_facts: Mapping[str, Sequence[int]] | None) -> Sequence[int]:
@@ -188,27 +66,6 @@ def unproposed_zero_drafts(step: Mapping[str, Any], forced: Mapping[str, int]) -
     drafts = step["drafts"]
     forced_zero = any(forced.get(str(step["start"] + j)) == 0 for j in range(len(drafts)))
     return bool(drafts) and all(token == 0 for token in drafts) and not forced_zero
-
-
-# --- drafts that differ from the checkpoint's MTP computation -----------------------------------------------
-
-
-def drafts_with_position_zero_masked(case: FailedCase) -> bool:
-    """Every draft mismatch explained by the watching findings together, some of them by the MTP layer computed
-    with the position-0 embedding zeroed."""
-    return POSITION_ZERO in conformance_explained_by(case)
-
-
-def drafts_chained_from_the_pre_norm_state(case: FailedCase) -> bool:
-    """Every draft mismatch explained by the watching findings together, some of them by the MTP layer computed
-    chaining its pre-norm hidden state into the next draft step."""
-    return PRE_NORM_CHAIN in conformance_explained_by(case)
-
-
-def drafts_with_the_last_prompt_token_at_chunk_ends(case: FailedCase) -> bool:
-    """Every draft mismatch explained by the watching findings together, some of them by the MTP layer's cache built
-    with the prompt's last token at the end of each prefill chunk the engine reported for the request."""
-    return CHUNK_END_TOKEN in conformance_explained_by(case)
 
 
 _EXPLAINED: dict[tuple[str, str], frozenset[str]] = {}  # one computation per failed case for the three findings

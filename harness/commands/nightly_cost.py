@@ -9,7 +9,7 @@ the GPU-hours at that throughput.
     engines:      one per (k, draft mode) of the grid, and the reference without speculation
     hours:        decoded / decode_rate + scored / prefill_rate + engines x start_seconds, x GPUs
 
-`python -m harness.checks.nightly_cost` prints the table for the deployments in DEPLOYMENTS; pass your own measured
+`python -m harness.commands.nightly_cost` prints the table for the deployments in DEPLOYMENTS; pass your own measured
 rates with --decode --prefill --start --gpus.
 """
 

@@ -9,6 +9,9 @@ returns `(hidden_states, shared_head(hidden_states))` and their architecture is 
 
 from types import ModuleType
 
+# the position-0 fix recompiles the layer's forward, which this fix then wraps
+APPLY_AFTER = ("vllm-mtp-zeroes-the-token-embedding-at-position-0",)
+
 
 def patch_layer(module: ModuleType) -> None:
     layer = module.Glm4MoeMultiTokenPredictorLayer
