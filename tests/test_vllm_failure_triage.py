@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from harness.subjects.engines.vllm.environment import ENVIRONMENT as VLLM
-from harness.subjects.engines.vllm.reproducer import vllm_reproducer_script
+from harness.subjects.engines.vllm.group_reproducer import vllm_reproducer_script
 
 pytestmark = [
     pytest.mark.xdist_group("vllm"),

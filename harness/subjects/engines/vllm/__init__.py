@@ -5,7 +5,7 @@ needs to start on a CPU, and scoring.py: the sampling suite's truth computed fro
 --reference engine), its deployed configurations (configurations.py), the arguments a run may pass through
 (arguments.py), the bugs found in it (findings/: one folder each, its record, signature, fix and reproducer), what
 several of their signatures share (signatures.py, with drafting.py: vLLM's MTP drafting as three findings describe
-it), and triage's vLLM-alone reproducer of a failure group (reproducer.py).
+it), and triage's vLLM-alone reproducer of a failure group (group_reproducer.py).
 
 `ENGINE` is the record the engine registry (harness/subjects/engines/registry.py) reads.
 
@@ -37,7 +37,7 @@ from harness.subjects.engines.vllm.environment import (
     model_runner_problem,
 )
 from harness.subjects.engines.vllm.findings import FINDINGS
-from harness.subjects.engines.vllm.reproducer import vllm_reproducer_script
+from harness.subjects.engines.vllm.group_reproducer import vllm_reproducer_script
 
 if TYPE_CHECKING:
     from harness.contract.run_options import EngineOptions
