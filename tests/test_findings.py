@@ -338,12 +338,31 @@ def test_the_drafter_skip_signature_needs_the_predicted_token_zero_passes_and_un
     assert not explained(passes([0, 0], None)), "without the engine's steps nothing is predicted"
     assert not explained(passes([0, 0], fits, forced={"4": 0, "5": 0})), "drafts of 0 that were forced"
     assert not explained(passes([3, 4], fits)), "no skip predicted or seen: another bug"
-    alone = [{"start": 0, "drafts": [0, 0], "accepted": 0, "emitted": [2]}]
+    alone = [{"start": 1, "drafts": [0, 0], "accepted": 0, "emitted": [2]}]
     assert not explained(passes([0, 0], full, other=(alone, [fits]))), "the decode alone drafted 0 unpredicted"
-    drafted_alone = [{"start": 0, "drafts": [2], "accepted": 1, "emitted": [2]}]
-    assert explained(passes([0, 0], full, other=(drafted_alone, [9])))
+    drafted_alone = [
+        {"start": 1, "drafts": [5, 6], "accepted": 2, "emitted": [5, 6, 7]},
+        {"start": 4, "drafts": [9], "accepted": 1, "emitted": [9]},
+    ]
+    assert explained(passes([0, 0], full, other=(drafted_alone, [9, 9])))
     divergence = {"divergence": {"near_tie": False, "index": 3}}
     assert not explained(passes([0, 0], full) | divergence), "the skip never changes greedy tokens"
+
+    # the skip where predicted, and one unrelated defect beside it: each refused (the signature before issue 62
+    # explained every one of them, judging the predicted passes only)
+    def with_first_pass(record, **change):
+        record["passes"]["steps"][0] |= change
+        return record
+
+    assert not explained(with_first_pass(passes([0, 0], full), accepted=0)), "pass 0 rejected the token it emitted"
+    assert not explained(passes([0, 0], full, forced={"2": 4})), "a forced draft that is not the forced token"
+    planned = passes([0, 0], full)
+    planned["passes"]["expected"] = [[1, 2], [3, 1]]
+    assert not explained(planned), "the passes before the skip are not the plan's"
+    under_accepting_alone = [dict(drafted_alone[0], accepted=1), drafted_alone[1]]
+    assert not explained(passes([0, 0], full, other=(under_accepting_alone, [9, 9]))), "alone, a draft rejected"
+    other_plan = [dict(drafted_alone[0], emitted=[5, 6]), drafted_alone[1]]
+    assert not explained(passes([0, 0], full, other=(other_plan, [9, 9]))), "the two decodes part before the skip"
 
 
 def test_the_expand_kernel_signature_needs_a_rejection_that_spares_the_first_token():

@@ -159,3 +159,41 @@ def test_a_cached_prefix_comes_from_the_slots_own_state_or_else_the_one_that_kee
     assert engine._cached_prefix_pairings(prompt, slot=0, first=4) == {0: [1.0]}  # restored from the RAM cache
     assert engine._cached_prefix_pairings((7, 7, 7, 1), slot=0, first=3) == {0: [3.0]}  # the slot's own
     assert engine._cached_prefix_pairings((1, 2, 9, 9, 9), slot=0, first=4) == {0: [2.0]}
+
+
+def test_batch_against_alone_is_explained_only_where_every_pass_accepts_what_the_target_chose(
+    fixture_bundle, monkeypatch
+):
+    """The stale pairings move drafts, never tokens nor what a pass accepts of its drafts: two decodes whose drafts
+    the pairings predict are explained; the same with one pass of the decode alone accepting one draft fewer than
+    the target chose is not (the signature before issue 62 compared drafts and tokens only)."""
+    module = signature_module(
+        LLAMACPP_FINDINGS, "llamacpp-draft-mtp-pairs-the-first-prompt-token-with-a-stale-hidden-state"
+    )
+    bundle = fixture_bundle("tiny-glm4-moe")
+    generator = torch.Generator().manual_seed(SEED)
+    prompt = torch.randint(3, bundle.config.vocab_size, (4,), generator=generator).tolist()
+    phantom = (torch.randn(bundle.config.hidden_size, generator=generator, dtype=torch.float64) * 10).tolist()
+    request = decode_as_llama_cpp_with_a_phantom_entry(bundle.with_depths(1), prompt, 2, phantom)
+    monkeypatch.setattr(module, "_prompt_ids", lambda case, prompt_id: prompt)
+
+    def case(other_steps):
+        passes = {
+            "prompt_id": "random",
+            "num_draft_tokens": 2,
+            "forced_drafts": {},
+            "expected": None,
+            "steps": request["steps"],
+            "hidden_pairings": request["hidden_pairings"],
+            "other_steps": other_steps,
+            "other_hidden_pairings": request["hidden_pairings"],
+            "other": "alone",
+        }
+        batch_alone = "greedy/test_greedy_identity.py::test_a_batch_of_mixed_prompts_equals_each_prompt_alone[k2]"
+        return FailedCase(batch_alone, "AssertionError", {"passes": passes}, ("slug",), lambda: bundle)
+
+    assert module.drafts_as_the_stale_pairings_predict(case(request["steps"]))
+    accepting = next(i for i, step in enumerate(request["steps"]) if step["accepted"] >= 1)
+    fewer = [dict(step) for step in request["steps"]]
+    fewer[accepting]["accepted"] -= 1  # it rejects a draft the target chose: the one it emits there
+    assert not module.drafts_as_the_stale_pairings_predict(case(fewer))

@@ -181,6 +181,17 @@ def test_the_passes_short_of_drafts_are_exactly_those_of_the_iterations_whose_dr
     beside_long[3] = CONTEXT
     assert explains(forced_case("mixed", forced_passes(natural, "natural-01", beside_long)))
     assert not explains(forced_case("mixed", forced_passes(natural, "natural-01", inside)))
+    # the short passes where predicted, and one unrelated defect beside them: each refused (the signature before
+    # issue 62 explained every one of them, judging the short passes only)
+    under_accepting = forced_passes(LONG_01_DRAFTS, reach=LONG_01_REACH)
+    under_accepting["steps"][3]["emitted"] = [7]  # pass 3 rejected its first draft, yet emitted it
+    assert not explains(forced_case("mixed", under_accepting)), "a pass rejected the token it emitted"
+    unforced = forced_passes(LONG_01_DRAFTS, reach=LONG_01_REACH)
+    unforced["forced_drafts"] = {"3": 8}
+    assert not explains(forced_case("mixed", unforced)), "a forced draft that is not the forced token"
+    off_plan = forced_passes(LONG_01_DRAFTS, reach=LONG_01_REACH)
+    off_plan["expected"][2] = [2, 2]
+    assert not explains(forced_case("mixed", off_plan)), "the passes before the first short one are not the plan's"
 
 
 # tiny-qwen3-next, greedy logprobs-top-5-accept-4-reject-1-k3-code-01 (the run of 2026-12-05): each rejection at 9 and

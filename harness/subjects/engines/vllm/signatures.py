@@ -45,6 +45,13 @@ def drafter_skipped_passes(batch_longest: Sequence[int], k: int, max_model_len: 
     return {index + 1 for index, longest in enumerate(batch_longest) if longest + k > max_model_len}
 
 
+def predicted_skips(
+    steps: Sequence[Mapping[str, Any]], batch_longest: Sequence[int], k: int, max_model_len: int
+) -> set[int]:
+    """The passes of one decode the skip predicts (drafter_skipped_passes), within the decode."""
+    return {i for i in drafter_skipped_passes(batch_longest, k, max_model_len) if i < len(steps)}
+
+
 def skips_as_predicted(
     steps: Sequence[Mapping[str, Any]], batch_longest: Sequence[int], k: int, max_model_len: int, forced: Mapping
 ) -> list[int] | None:
@@ -53,7 +60,7 @@ def skips_as_predicted(
     None where they do not match, or where the engine reported no steps to predict from."""
     if len(batch_longest) != len(steps):
         return None
-    predicted = {i for i in drafter_skipped_passes(batch_longest, k, max_model_len) if i < len(steps)}
+    predicted = predicted_skips(steps, batch_longest, k, max_model_len)
     zero = {i for i, step in enumerate(steps) if unproposed_zero_drafts(step, forced)}
     drafted = sorted(i for i in predicted if steps[i]["drafts"])
     if not zero <= predicted or any(token != 0 for i in drafted for token in steps[i]["drafts"]):

@@ -9,13 +9,8 @@ docs/findings/llamacpp-draft-mtp-drafts-past-the-slots-limit.md."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from harness.subjects.engines.findings import FailedCase
-
-if TYPE_CHECKING:
-    pass
-from harness.subjects.engines.findings import Finding
+from harness.checks.pass_records import judged_outside
+from harness.subjects.engines.findings import FailedCase, Finding
 from harness.subjects.engines.llamacpp.findings.common import FOUND_IN
 from harness.subjects.engines.watched_tests import FORCED, RANDOM_REJECTIONS
 
@@ -25,7 +20,10 @@ def drafts_lost_to_a_slot_past_its_context_end(case: FailedCase) -> bool:
     iterations predict (draft_batches.py): a drafted pass holds fewer drafts than planned if and only if the draft
     decode of its iteration, batched over every slot drafting in it, reached the context end (the step fact
     draft_reach >= n_ctx: a slot's draft step found no memory cell, and every slot of the batch lost its drafts),
-    and at least one did. Nothing is predicted without the iterations the instrumented build reports."""
+    and at least one did; and everything outside those passes is judged and right (harness/checks/pass_records.py):
+    every pass accepts exactly the drafts the target chose, every other pass's forced drafts are as forced, and the
+    passes before the first short one are the case's plan. Nothing is predicted without the iterations the
+    instrumented build reports."""
     from harness.contract.decoder import VerifyStep
     from harness.models.loading import checkpoint_is_hybrid
     from harness.models.prompts import load_prompts
@@ -50,7 +48,9 @@ def drafts_lost_to_a_slot_past_its_context_end(case: FailedCase) -> bool:
         if drafted[index] and len(step["drafts"]) < min(k, draft_room(context, length, step["start"], max_new))
     }
     predicted = {index for index in range(len(steps)) if drafted[index] and reach[index] >= context}
-    return bool(predicted) and short == predicted
+    if not predicted or short != predicted:
+        return False
+    return judged_outside(steps, predicted, passes.get("forced_drafts", {}), passes["expected"]) is None
 
 
 FINDING = Finding(

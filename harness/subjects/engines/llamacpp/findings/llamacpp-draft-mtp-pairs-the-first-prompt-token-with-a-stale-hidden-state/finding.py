@@ -17,6 +17,7 @@ from harness.subjects.engines.findings import FailedCase
 
 if TYPE_CHECKING:
     from harness.models.loading import ModelBundle
+from harness.checks.pass_records import acceptance_problem
 from harness.subjects.engines.findings import Finding
 from harness.subjects.engines.llamacpp.findings.common import FOUND_IN
 from harness.subjects.engines.llamacpp.signatures import _prompt_ids, _tokens
@@ -63,7 +64,8 @@ def _stale(pairings: Sequence[Mapping]) -> list[tuple[int, tuple[float, ...]]]:
 
 
 def drafts_as_the_stale_pairings_predict(case: FailedCase) -> bool:
-    """Greedy and seeded tokens unchanged, and every drafted pass of the decodes the failure names drafted exactly
+    """Greedy and seeded tokens unchanged, every pass accepting exactly the drafts the target chose (batch against
+    alone: harness/checks/pass_records.py), and every drafted pass of the decodes the failure names drafted exactly
     what the checkpoint's MTP layer computes with the pairings llama.cpp reported where its kept state can be stale
     (a task's first batch, a hybrid's replay after a restored rejection: server.py hidden_pairings), the target's own
     hidden state everywhere else: draft conformance's involved requests, the two decodes of batch against alone, and
@@ -84,8 +86,8 @@ def drafts_as_the_stale_pairings_predict(case: FailedCase) -> bool:
     passes = case.records.get("passes")
     if passes and passes.get("other_steps") is not None:
         ours, theirs = _tokens(passes["steps"]), _tokens(passes["other_steps"])
-        if ours != theirs:
-            return False
+        if ours != theirs or acceptance_problem(passes["steps"]) or acceptance_problem(passes["other_steps"]):
+            return False  # the stale pairings move drafts: never tokens, nor what a pass accepts of its drafts
         prompt = _prompt_ids(case, passes["prompt_id"])
         return _predicted(bundle, [*prompt, *ours], passes["steps"], passes.get("hidden_pairings", [])) and _predicted(
             bundle, [*prompt, *theirs], passes["other_steps"], passes.get("other_hidden_pairings", [])

@@ -9,12 +9,14 @@ docs/findings/vllm-drafter-skipped-for-the-whole-batch-near-max-model-len.md."""
 
 from __future__ import annotations
 
+from harness.checks.pass_records import as_plan, judged_outside
 from harness.subjects.engines.findings import FailedCase, Finding
 from harness.subjects.engines.vllm.findings.common import FOUND_IN, V1_ONLY
 from harness.subjects.engines.vllm.signatures import (
     DRAFTER_SKIP,
     conformance_explained_by,
     longest_of,
+    predicted_skips,
     skips_as_predicted,
 )
 from harness.subjects.engines.watched_tests import BATCH_ALONE, CONFORMANCE, FORCED, RANDOM_REJECTIONS
@@ -22,23 +24,36 @@ from harness.subjects.engines.watched_tests import BATCH_ALONE, CONFORMANCE, FOR
 
 def drafts_of_token_zero(case: FailedCase) -> bool:
     """Greedy tokens unchanged, and the broken passes are the drafter skip's, predicted pass by pass from the engine
-    steps (drafter_skipped_passes): on the pass checks, every pass of k token-0 drafts the request never proposed is
-    one the skip predicts, every predicted pass with drafts holds token 0 only, and at least one was predicted, in
-    each decode the record holds; on draft conformance, every mismatch of a request at or after its first predicted
-    skip (the skipped pass, then drafts made from an MTP cache with holes), every other mismatch explained by the
-    other watching findings."""
+    steps (drafter_skipped_passes), with everything outside them judged and right. On the pass checks, in each decode
+    the record holds: every pass of k token-0 drafts the request never proposed is one the skip predicts, every
+    predicted pass with drafts holds token 0 only, at least one was predicted; and outside the predicted passes
+    (harness/checks/pass_records.py) every pass accepts exactly the drafts the target chose, every forced draft is the
+    forced token, and the passes before the first predicted one are the case's plan (or, where the check compares
+    two decodes of the request, the other decode's). On draft conformance, every mismatch of a request at or after
+    its first predicted skip (the skipped pass, then drafts made from an MTP cache with holes), every other mismatch
+    explained by the other watching findings."""
     if case.records.get("divergence") and not case.records["divergence"].get("near_tie"):
         return False  # the skip costs drafts, never tokens
     passes = case.records.get("passes")
-    if passes:
-        k, context = int(passes["num_draft_tokens"]), case.model().max_context
-        forced = passes["forced_drafts"]
-        decodes = [(passes["steps"], longest_of(passes.get("step_facts")))]
-        if passes.get("other_steps") is not None:
-            decodes.append((passes["other_steps"], longest_of(passes.get("other_step_facts"))))
-        skips = [skips_as_predicted(steps, longest, k, context, forced) for steps, longest in decodes]
-        return all(skip is not None for skip in skips) and any(skips)
-    return DRAFTER_SKIP in conformance_explained_by(case)
+    if not passes:
+        return DRAFTER_SKIP in conformance_explained_by(case)
+    k, context = int(passes["num_draft_tokens"]), case.model().max_context
+    forced = passes["forced_drafts"]
+    decodes = [(passes["steps"], longest_of(passes.get("step_facts")))]
+    if passes.get("other_steps") is not None:
+        decodes.append((passes["other_steps"], longest_of(passes.get("other_step_facts"))))
+    skips = [skips_as_predicted(steps, longest, k, context, forced) for steps, longest in decodes]
+    if any(skip is None for skip in skips) or not any(skips):
+        return False
+    predicted = [predicted_skips(steps, longest, k, context) for steps, longest in decodes]
+    if len(decodes) == 1:
+        return judged_outside(passes["steps"], predicted[0], forced, passes.get("expected")) is None
+    first = min(predicted[0] | predicted[1], default=len(passes["steps"]))  # the two decodes agree until then
+    (ours, _), (theirs, _) = decodes
+    return all(
+        judged_outside(steps, {*skipped, *range(first, len(steps))}, forced, as_plan(other)) is None
+        for steps, skipped, other in ((ours, predicted[0], theirs), (theirs, predicted[1], ours))
+    )
 
 
 FINDING = Finding(
