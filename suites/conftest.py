@@ -16,6 +16,7 @@ from harness.checks.divergence import NearTieWarning, describe_divergence
 from harness.checks.references import GreedyReference, HarnessReference, TargetReference
 from harness.contract.decoder import DecodeRequest, DecodeResult
 from harness.contract.errors import WeightsNotLoaded
+from harness.contract.passes import pass_contract_problem
 from harness.contract.records import (
     Divergence,
     DivergenceRecord,
@@ -105,7 +106,8 @@ def check_tokens(target_reference: TargetReference, record_property):
     """check(reference, result, expected=None, request=None): the decoder's tokens must equal the target-only
     reference's (harness/checks/divergence.py check_against_target). A bf16/fp16 near-tie (the decoder's token
     within the dtype's tolerance of the precise best) is recorded and warned, and the check goes on against the
-    reference continued from the decoder's own prefix; a divergence fails. Returns the near-ties. Records how
+    reference continued from the decoder's own prefix; a divergence fails, and so, after right tokens, do passes that
+    break the pass contract (harness/contract/passes.py). Returns the near-ties. Records how
     many output positions were checked (`greedy_check`), and the failing divergence, else the first near-tie."""
 
     def check(
@@ -136,6 +138,9 @@ def check_tokens(target_reference: TargetReference, record_property):
             attach_record(record_property, "divergence", record)
         if outcome.failure is not None:
             pytest.fail(f"prompt {reference.prompt.id}: {describe_divergence(outcome.failure)}", pytrace=False)
+        broken_passes = pass_contract_problem(result)  # the tokens are right; passes that do not add up are not
+        if broken_passes is not None:
+            pytest.fail(f"prompt {reference.prompt.id}: {broken_passes}", pytrace=False)
         return outcome.near_ties
 
     return check

@@ -66,7 +66,7 @@ def test_the_nightly_job_runs_suites_then_catalogue_at_its_budget_and_merges_the
 
     command = suites_command("smoke", "mtp", "tiny-mimo", "cpu", "float32", 2, tmp_path / "run")
     assert "--harness-budget=smoke" in command and "--harness-dtype=float32" in command
-    assert "--harness-slow" in command, "the nightly runs the slow calibration too"
+    assert "--harness-slow" in command, "the nightly runs slow tests too"
     assert command[command.index("-m", 3) + 1] == "greedy or invariants or sampling or features or engine or gpu"
     smoke = catalogue_arguments("smoke", "tiny-mimo", "cpu", "float32", 2, tmp_path / "cat")
     assert smoke.count("--mutant") == 4 and "--full-table" not in smoke and "--budget=smoke" in smoke
@@ -152,11 +152,52 @@ def test_run_with_the_mutants_suite_hands_the_catalogue_every_option_it_reads(mo
 def test_the_run_verdict_names_a_suite_that_judged_nothing(tmp_path):
     from harness.commands.run import not_judged_suites
 
-    def case(suite: str, outcome: str) -> dict:
-        return {"nodeid": f"suites/{suite}/test_a.py::t", "suite": suite, "outcome": outcome, "message": ""}
+    def case(suite: str, outcome: str, message: str = "") -> dict:
+        return {"nodeid": f"suites/{suite}/test_a.py::t", "suite": suite, "outcome": outcome, "message": message}
 
     results = tmp_path / "results.json"
     cases = [case("greedy", "passed"), case("sampling", "xfailed"), case("engine", "skipped"), case("x", "failed")]
-    results.write_text(json.dumps({"cases": cases}))
-    assert not_judged_suites(results) == ["engine", "sampling"]
+    cases.append(case("features", "skipped", "not applicable: decoder 'x' serves no feature"))
+    results.write_text(json.dumps({"run": {"command": ""}, "cases": cases}))
+    assert not_judged_suites(results) == ["engine", "sampling"], "not applicable: left out of the default selection"
+    assert not_judged_suites(results, asked=("features",)) == ["engine", "sampling", "features"], "asked by name"
     assert not_judged_suites(tmp_path / "missing.json") == [], "a run that wrote no results names no suite"
+
+
+@pytest.mark.parametrize(
+    ("words", "named"),
+    [
+        ([], ()),
+        (["--suite", "all"], ()),
+        (["--suite", "engine"], ("engine",)),
+        (["--suite", "greedy,engine"], ("greedy", "engine")),
+    ],
+)
+def test_only_suites_named_on_the_command_line_count_when_not_applicable(words, named):
+    """The default selection reaches `main` expanded (argparse reads a default through the option's type): it names no
+    suite, so a suite not applicable to the decoder stays out of the verdict (the default run prints no NOT JUDGED)."""
+    from harness.commands.run import named_suites
+
+    assert named_suites(build_parser().parse_args(["run", *words]).suite) == named
+
+
+def test_a_run_in_which_a_suite_judged_nothing_exits_with_its_own_status(tmp_path, monkeypatch, capsys):
+    """pytest's status was 0 (every case of the suite was an expected failure): `mtp-harness run` exits 6."""
+    import subprocess
+
+    import harness.commands.run as run
+
+    class Pytest:  # the child pytest: its recorder writes results.json where the command asked
+        def __init__(self, command, env):
+            directory = tmp_path / "reports" / "r"
+            directory.mkdir(parents=True)
+            cases = [{"nodeid": "suites/sampling/test_a.py::t", "suite": "sampling", "outcome": "xfailed"}]
+            (directory / "results.json").write_text(json.dumps({"run": {"command": ""}, "cases": cases}))
+
+        def wait(self):
+            return 0
+
+    monkeypatch.setattr(run.time, "strftime", lambda pattern: "r")
+    monkeypatch.setattr(subprocess, "Popen", Pytest)
+    assert main(["run", "--suite", "sampling", "--report-dir", str(tmp_path / "reports"), "-n", "0"]) == 6
+    assert "NOT JUDGED: sampling" in capsys.readouterr().out

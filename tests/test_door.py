@@ -24,6 +24,8 @@ MISTAKES = {
         ["--reference", "engine"],
         "--reference engine: decoder 'mtp' is not an engine; the engine can be its own reference for vllm-mtp, vllm",
     ),
+    "unknown-suite-floor": (["--min-judged", "greddy=3"], "--min-judged greddy=3: unknown suite 'greddy'"),
+    "floor-not-a-number": (["--min-judged", "greedy=many"], "--min-judged greedy=many: write SUITE=N"),
     "engine-not-installed": (
         ["--decoder", "vllm-mtp"],
         "--decoder vllm-mtp: the vllm cpu environment is not installed",

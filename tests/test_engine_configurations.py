@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from harness.contract.decoder import VerifyStep
 from harness.contract.errors import HarnessError
 from harness.contract.paths import SUITES_DIR
 from harness.decoding.mtp_decoder import MTPDecoder
@@ -124,12 +125,13 @@ def test_an_mtp_cache_left_unrolled_under_a_configuration_fails_its_draft_confor
 
 
 class DraftsNothing(ConfiguredInProcess):
-    """A stand-in whose engine stopped drafting: every pass verifies no draft (its tokens stay right)."""
+    """A stand-in whose engine stopped drafting: every pass verifies no draft and emits one token (its tokens stay
+    right, its passes keep the pass contract)."""
 
     def decode(self, requests):
         return [
             dataclasses.replace(
-                result, steps=tuple(dataclasses.replace(step, drafts=(), accepted=0) for step in result.steps)
+                result, steps=tuple(VerifyStep(start, (), 0, (token,)) for start, token in enumerate(result.token_ids))
             )
             for result in self.inner.decode(requests)
         ]

@@ -8,7 +8,21 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from harness.contract.run_options import EngineOptions, Reference, RunOptions, run_command
-from harness.report.judgement import FAILED, NOT_JUDGED, OK, beneath_command, judge, judgement_text, skip_reason
+from harness.contract.suites import NOT_APPLICABLE
+from harness.report.judgement import (
+    FAILED,
+    NOT_APPLICABLE_VERDICT,
+    NOT_JUDGED,
+    NOT_JUDGED_EXIT,
+    OK,
+    TOO_FEW,
+    beneath_command,
+    judge,
+    judge_run,
+    judgement_text,
+    run_verdict,
+    skip_reason,
+)
 
 pytest_plugins = ["pytester"]
 
@@ -47,6 +61,38 @@ def test_a_suite_is_failed_not_judged_or_ok_by_what_it_judged():
     assert sampling.masking_findings == ("vllm-cpu-expand-kernel",)
     assert judgements["engine"].verdict == NOT_JUDGED and judgements["engine"].masking_findings == ()
     assert judgements["invariants"].verdict == FAILED and judgements["invariants"].judged == 1
+
+
+def test_a_suite_that_cannot_apply_to_the_decoder_is_not_applicable_and_costs_the_run_nothing():
+    engine_only = [case("engine", "skipped", f"{NOT_APPLICABLE}decoder 'mtp' has no deployed engine configurations")]
+    [engine] = judge(engine_only)
+    assert engine.verdict == NOT_APPLICABLE_VERDICT and engine.masking_findings == ()
+    assert run_verdict(judge([*engine_only, case("greedy", "passed")])) == (OK, 0)
+    text = judgement_text([*engine_only, case("greedy", "passed")], header(RunOptions()))
+    assert "NOT JUDGED" not in text and "not applicable" in text
+    mixed = judge([*engine_only, case("engine", "skipped", "no CUDA device")])
+    assert mixed[0].verdict == NOT_JUDGED, "a suite skipped for another reason too is not judged, not inapplicable"
+
+
+def test_the_runs_verdict_and_exit_status_follow_its_suites_and_pytest():
+    assert run_verdict(judge([case("greedy", "passed")])) == (OK, 0)
+    assert run_verdict(judge([case("greedy", "passed"), case("sampling", "xfailed", known=EXPAND)])) == (
+        NOT_JUDGED,
+        NOT_JUDGED_EXIT,
+    ), "a suite masked whole by a finding fails the run"
+    assert run_verdict(judge([case("greedy", "failed")])) == (FAILED, 1)
+    assert run_verdict(judge([case("greedy", "passed")]), pytest_status=2) == (FAILED, 2), "pytest's own status"
+
+
+def test_a_suite_that_judged_fewer_cases_than_its_run_asked_reads_too_few_judged():
+    cases = [case("greedy", "passed"), case("greedy", "passed"), case("greedy", "xfailed", known=EXPAND)]
+    run = {**header(RunOptions()), "min_judged": {"greedy": 3}}
+    [greedy] = judge_run(cases, run)
+    assert (greedy.judged, greedy.minimum, greedy.verdict) == (2, 3, TOO_FEW)
+    assert run_verdict([greedy]) == (NOT_JUDGED, NOT_JUDGED_EXIT)
+    assert "greedy TOO FEW JUDGED: 2, fewer than the 3 this run asked of it" in judgement_text(cases, run)
+    [met] = judge_run(cases, {**run, "min_judged": {"greedy": 2}})
+    assert met.verdict == OK
 
 
 def test_a_case_two_findings_explain_is_one_expected_failure_counted_for_each_finding():

@@ -8,6 +8,7 @@ from test_features_suite_catches_mutants import FEATURE_MUTANTS
 from test_greedy_suite_catches_mutants import GREEDY_MUTANTS
 from test_hybrid_model import RECURRENT_STATE_MUTANTS
 from test_invariant_suite_catches_mutants import STATE_MUTANTS
+from test_pass_contract import CONTRACT_MUTANTS
 from test_position_mutants import CATCHING_CASE as POSITION_CATCHING_CASE
 from test_sampling_suite_catches_mutants import CATCHING_CASE
 
@@ -15,7 +16,7 @@ from harness.subjects.mutant_decoders import EXPECTED_VERDICT, MUTANTS, TARGET_S
 
 PROVEN = {
     "greedy": set(GREEDY_MUTANTS),
-    "invariants": {*STATE_MUTANTS, *RECURRENT_STATE_MUTANTS},
+    "invariants": {*STATE_MUTANTS, *RECURRENT_STATE_MUTANTS, *CONTRACT_MUTANTS},
     "sampling": {*CATCHING_CASE, *POSITION_CATCHING_CASE},
     "features": set(FEATURE_MUTANTS),
 }

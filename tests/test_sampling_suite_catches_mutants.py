@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from harness.contract.paths import SUITES_DIR
+from harness.stats.multiple_testing import FAMILY_ALPHA
 
 pytest_plugins = ["pytester"]
 
@@ -20,7 +21,8 @@ CATCHING_CASE = {
     "bonus-wrong-position": "T1.0-nofilter-k1-greedy-natural-02",
     "shared-uniform": "T1.3-nofilter-k2-greedy-natural-02",
     "typical-acceptance": "T1.0-nofilter-k1-greedy-natural-02",
-    "bf16-tail-truncation": "T0.7-nofilter-k2-greedy-natural-02",
+    "bf16-tail-truncation": "T1.0-nofilter-k1-forced-low-natural-02",
+    "correction-leaks-past-the-filter": "T0.7-topk50-topp0.9-k2-greedy-code-01",  # rejections: its sampler draws each recovery
 }
 
 
@@ -33,8 +35,16 @@ def _run(pytester, decoder, case):
 def test_the_sampling_suite_rejects_the_mutant(pytester, mutant):
     result = _run(pytester, f"mutant:{mutant}", CATCHING_CASE[mutant])
     assert result.parseoutcomes().get("failed", 0) == 1, result.stdout.str()[-2000:]
-    result.stdout.fnmatch_lines(["*rejected at family-wise alpha 0.001*"])
+    result.stdout.fnmatch_lines([f"*rejected at family-wise alpha {FAMILY_ALPHA:g}*"])
     assert "Error" not in result.stdout.str(), "the mutant crashed instead of being caught"
+
+
+def test_tokens_a_filter_removed_are_impossible_under_the_law(pytester):
+    """The degenerate-law mutant: its law restricted to the filter's support is exact, so only the observations in
+    zero-mass cells show it (p = 0, an IMPOSSIBLE cell), never dropped with their cell."""
+    result = _run(pytester, "mutant:correction-leaks-past-the-filter", "T0.7-topk50-topp0.9-k2-greedy-code-01")
+    assert result.parseoutcomes().get("failed", 0) == 1, result.stdout.str()[-2000:]
+    result.stdout.fnmatch_lines(["*chi-square p=0 *largest cell gap: impossible observed * expected 0.0*"])
 
 
 def test_the_same_case_passes_on_the_correct_decoder_and_on_a_missing_bonus(pytester):
@@ -53,7 +63,7 @@ def test_catch_mode_decides_each_case_from_the_part_of_the_family_computed_so_fa
     common = ["-m", "sampling", "-q", "--harness-stop-suite-on-catch", f"--junitxml={junit}"]
     caught = pytester.runpytest_inprocess(*nodes, *common, "--harness-decoder=mutant:bonus-wrong-position")
     # the greedy-draft case runs first (cheapest first) and Bonferroni rejects it; the suite then stops
-    caught.stdout.fnmatch_lines(["*rejected at family-wise alpha 0.001 (Bonferroni over 4 p-values)*"])
+    caught.stdout.fnmatch_lines([f"*rejected at family-wise alpha {FAMILY_ALPHA:g} (Bonferroni over 4 p-values)*"])
     assert caught.parseoutcomes().get("failed", 0) == 1 and caught.parseoutcomes().get("skipped", 0) == 1
     passed = pytester.runpytest_inprocess(*nodes, *common, "--harness-decoder=mtp")
     assert passed.parseoutcomes().get("passed", 0) == 2, passed.stdout.str()[-2000:]

@@ -22,6 +22,25 @@ from harness.stats.sequence import SADDLE_GRID, cumulants, position_tests, saddl
 from harness.stats.uniformity import uniformity
 
 
+def test_samples_where_the_law_has_no_mass_reject_it_with_certainty():
+    """A one-cell law with 30% of the samples outside it: before, the pooled zero-mass cell was dropped with its
+    observations (p NaN, TV 0, which Holm counts as 1); now they are impossible under the law."""
+    fit = goodness_of_fit({"a": 1.0, "other": 0.0}, ["a"] * 70 + ["b"] * 30, "other")
+    assert (fit.chi2_p, fit.g_p, fit.impossible) == (0.0, 0.0, 30) and fit.tv == pytest.approx(0.3)
+    assert fit.labels[-1] == "impossible" and fit.observed[-1] == 30 and fit.expected[-1] == 0.0
+    in_a_zero_cell = goodness_of_fit({"a": 0.5, "b": 0.5, "z": 0.0}, ["a"] * 50 + ["b"] * 49 + ["z"], "other")
+    assert in_a_zero_cell.chi2_p == 0.0 and in_a_zero_cell.impossible == 1
+    pruned = goodness_of_fit({"a": 0.5, "b": 0.4}, ["a"] * 50 + ["b"] * 40 + ["y"] * 10, "other")
+    assert pruned.impossible == 0 and pruned.chi2_p > 0.5, "outside the cells, the law's pruned mass takes them"
+
+
+def test_a_law_of_one_cell_after_pooling_is_unjudgeable_never_a_pass():
+    fit = goodness_of_fit({"a": 1.0, "other": 0.0}, ["a"] * 100, "other")
+    assert fit.unjudgeable and "no degree of freedom" in fit.unjudgeable
+    assert math.isnan(fit.chi2_p) and math.isnan(fit.g_p) and fit.df == 0
+    assert goodness_of_fit({"a": 0.5, "b": 0.5}, ["a"] * 50 + ["b"] * 50, "other").unjudgeable is None
+
+
 def test_holm_adjusts_step_down_in_the_input_order():
     # sorted 0.01, 0.02, 0.04 with m = 3: 0.03, max(0.03, 0.04), max(0.04, 0.04)
     assert holm([0.04, 0.01, 0.02]) == [0.04, 0.03, 0.04]

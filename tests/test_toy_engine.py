@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from harness.contract.paths import DATA_ROOT
+from harness.report.judgement import NOT_JUDGED_EXIT
 
 TOY = DATA_ROOT / "fixtures" / "toy-engine" / "toy_engine"
 REGISTRY_LINE = "toy = toy_engine:ENGINE"  # the entry point of the group mtp_harness.engines
@@ -226,7 +227,8 @@ def toy_with_a_finding(toy_environment, tmp_path_factory) -> dict[str, str]:
 def test_a_finding_added_as_one_folder_is_watched_explained_and_fixed(toy_with_a_finding, tmp_path):
     bug = ("--decoder", "toy-mtp", "--dtype", "float32", "--engine-arg", f"corrupt_at={CORRUPTED_POSITION}")
     shipped = harness_run(toy_with_a_finding, tmp_path / "shipped", *bug)
-    assert shipped["exit_status"] == 0, shipped["log"]  # every failure of the watched tests explained
+    # every failure of the watched tests explained; none judged on its own merits, so the run says NOT JUDGED
+    assert shipped["exit_status"] == NOT_JUDGED_EXIT, shipped["log"]
     assert set(outcomes(shipped).values()) == {"xfailed"} and len(outcomes(shipped)) == 3
     assert all(case["known"]["findings"] == [TOY_FINDING] for case in shipped["cases"])
     fixed = harness_run(toy_with_a_finding, tmp_path / "fixed", *bug, "--engine-fixes", TOY_FINDING)

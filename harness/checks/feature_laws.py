@@ -13,7 +13,7 @@ comes from the power target at the family's worst level.
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -232,17 +232,19 @@ def run_law_case(
     bundle: ModelBundle,
     request: DecodeRequest,
     case_id: str,
-    n: int,
+    n: int | Callable[[TargetLaw], int],
     seed: int,
     sample: int | None = None,
 ) -> FeatureLawOutcome:
     """n samples of `request` through the decoder (request i seeded seed + i) against its exact law (memoised); with
-    `sample`, that sample of each n-sample request against the one-sample request's law."""
+    `sample`, that sample of each n-sample request against the one-sample request's law. `n` may be a function of the
+    law (harness/stats/power.py law_sample_size)."""
     judged = request if sample is None else replace(request, n=1)
     key = (id(bundle), replace(judged, seed=0))
     if key not in _LAWS:
         _LAWS[key] = feature_law(bundle, judged)
     law = _LAWS[key]
+    n = n(law) if callable(n) else n
     requests = [replace(request, seed=(seed + i) % SEED_MODULUS) for i in range(n)]
     cells = [law.cell_of(observed(request, result, sample)) for result in decoder.decode(requests)]
     return FeatureLawOutcome(case_id, law, goodness_of_fit({**law.cells, OTHER: law.other}, cells, OTHER))

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from harness.contract.records import SamplingRecord
-from harness.stats.goodness_of_fit import GoodnessOfFit
+from harness.stats.goodness_of_fit import IMPOSSIBLE, GoodnessOfFit
 from harness.stats.multiple_testing import FAMILY_ALPHA
 from harness.stats.target_law import OTHER
 
@@ -15,6 +15,8 @@ def cell_label(cell: tuple, decode: Callable[[list[int]], str]) -> str:
     """A continuation cell as text, token by token: 'the' · ' cat'; the pooled cell as <other>."""
     if cell == OTHER:
         return "<other: pooled small cells and pruned branches>"
+    if cell == IMPOSSIBLE:
+        return "<impossible: where the law has no mass>"
     return " · ".join(repr(decode([token])) for token in cell)
 
 

@@ -7,7 +7,7 @@ after a KV block boundary, the token a max_new_tokens truncation emits) is not d
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from harness.contract.decoder import Decoder, DecodeRequest, DecodeResult, SamplingConfig
-from harness.contract.seeds import DEFAULT_SEED, SEED_MODULUS, session_shifted
+from harness.contract.seeds import DEFAULT_SEED, SEED_MODULUS, mixed_seed, session_shifted
 from harness.decoding.sampling import process_logits
 from harness.decoding.target_decoder import TargetOnlyDecoder
 from harness.models.loading import ModelBundle
@@ -189,18 +189,20 @@ def law_samples(
     bundle: ModelBundle,
     prompt_ids: tuple[int, ...],
     case: SamplingCase,
-    n: int,
+    n: int | Callable[[TargetLaw], int],
     seed_offset: int = 0,
     session_seed: int = DEFAULT_SEED,
     scorer: TargetScorer | None = None,
 ) -> tuple[TargetLaw, list[tuple]]:
     """The exact target law of the case (memoised; from `scorer`, the harness's own model by default) and the cells
     of n samples through the decoder (request i seeded case.seed + seed_offset + i, moved by the session seed:
-    harness/contract/seeds.py session_shifted)."""
+    harness/contract/seeds.py session_shifted); `n` may be a function of the law (its N from the omnibus tests'
+    power at the law's own degrees of freedom: harness/stats/power.py law_sample_size)."""
     key = (id(scorer) if scorer is not None else id(bundle), prompt_ids, case.sampling)
     if key not in _LAWS:
         _LAWS[key] = (scorer or HarnessScorer(bundle)).target_law(prompt_ids, case.sampling, LAW_LENGTH, PRUNE_MASS)
     law = _LAWS[key]
+    n = n(law) if callable(n) else n
     requests = [
         DecodeRequest(
             prompt_ids,
@@ -222,7 +224,7 @@ def run_law_case(
     bundle: ModelBundle,
     prompt_ids: tuple[int, ...],
     case: SamplingCase,
-    n: int,
+    n: int | Callable[[TargetLaw], int],
     session_seed: int = DEFAULT_SEED,
     scorer: TargetScorer | None = None,
 ) -> LawOutcome:
@@ -257,12 +259,37 @@ def run_pit_case(
     session_seed: int = DEFAULT_SEED,
     scorer: TargetScorer | None = None,
 ) -> PitOutcome:
-    seed = session_shifted(case.seed, session_seed)
-    results = decoder.decode(pit_requests(bundle, prompt_ids, case, sequences, seed))
-    continuations = [result.token_ids for result in results]
-    terms = (scorer or HarnessScorer(bundle)).sequence_terms(prompt_ids, continuations, case.sampling, seed)
-    truncated = sum(1 for result in results if len(result.token_ids) == PIT_LENGTH and cut_by_the_length(result))
-    return pit_outcome(case, terms, len(results), len(prompt_ids), truncated)
+    [outcome] = run_pit_cases(decoder, bundle, prompt_ids, [case], sequences, session_seed, scorer)
+    return outcome
+
+
+def run_pit_cases(
+    decoder: Decoder,
+    bundle: ModelBundle,
+    prompt_ids: tuple[int, ...],
+    cases: Sequence[SamplingCase],
+    sequences: int,
+    session_seed: int = DEFAULT_SEED,
+    scorer: TargetScorer | None = None,
+) -> list[PitOutcome]:
+    """Whole-sequence cases of one prompt (each with its own seeds), their requests decoded in one batch."""
+    seeds = [session_shifted(case.seed, session_seed) for case in cases]
+    requests = [
+        request
+        for case, seed in zip(cases, seeds, strict=True)
+        for request in pit_requests(bundle, prompt_ids, case, sequences, seed)
+    ]
+    results = decoder.decode(requests)
+    outcomes = []
+    scorer = scorer or HarnessScorer(bundle)
+    for index, (case, seed) in enumerate(zip(cases, seeds, strict=True)):
+        own = results[index * sequences : (index + 1) * sequences]
+        continuations = [result.token_ids for result in own]
+        uniforms_seed = mixed_seed(seed, "pit uniforms")  # a stream apart from the requests' (mixed_seed)
+        terms = scorer.sequence_terms(prompt_ids, continuations, case.sampling, uniforms_seed)
+        truncated = sum(1 for result in own if len(result.token_ids) == PIT_LENGTH and cut_by_the_length(result))
+        outcomes.append(pit_outcome(case, terms, len(own), len(prompt_ids), truncated))
+    return outcomes
 
 
 def pit_outcome(

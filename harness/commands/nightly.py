@@ -59,7 +59,8 @@ def default_dtype(device: str) -> str:
 def suites_command(
     budget: str, decoder: str, model: str, device: str, dtype: str, workers: int, run_dir: Path
 ) -> list[str]:
-    command = [*suites_pytest([SUITES_DIR]), "-m", NIGHTLY_MARKERS, "-q", "-rs", "--harness-slow"]  # full calibration
+    # --harness-slow: a user suite's slow tests run too
+    command = [*suites_pytest([SUITES_DIR]), "-m", NIGHTLY_MARKERS, "-q", "-rs", "--harness-slow"]
     options = RunOptions(decoder=decoder, model=model, device=device, dtype=dtype, budget=budget)
     command += [*pytest_arguments(options), f"--harness-report={run_dir}"]
     if workers > 1:

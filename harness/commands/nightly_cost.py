@@ -3,7 +3,9 @@ own N (harness/stats/power.py, the budget's TV shifts, the case grid) and a depl
 states: the samples and tokens each budget decodes, what the engine scores for the truth, the engines it starts, and
 the GPU-hours at that throughput.
 
-    law cases:    N = sample_size(tv, alpha / m) requests each, LAW_LENGTH tokens decoded per request
+    law cases:    N = omnibus_sample_size(tv, alpha / m) requests each at LAW_DF degrees of freedom (a real checkpoint's
+                  law is not known before it is scored: LAW_DF is about the most the fixtures' laws pool to at the ci
+                  budget; a flatter law pools to more cells and needs more), LAW_LENGTH tokens decoded per request
     PIT cases:    N = ks_sample_size(position_tv, alpha / m) sequences each, PIT_LENGTH tokens decoded per sequence,
                   each sequence then prefilled again (prompt + PIT_LENGTH) to score it inside the engine
     engines:      one per (k, draft mode) of the grid, and the reference without speculation
@@ -21,8 +23,9 @@ from dataclasses import dataclass
 from harness.checks.sampling_cases import LAW_LENGTH, PIT_LENGTH, case_grid, family_size
 from harness.contract.budget import BUDGETS
 from harness.stats.multiple_testing import FAMILY_ALPHA
-from harness.stats.power import ks_sample_size, sample_size
+from harness.stats.power import ks_sample_size, omnibus_sample_size
 
+LAW_DF = 250  # the fixtures' first-token laws pool to 52..235 degrees of freedom at the ci budget
 PROMPT_TOKENS = 16  # the sampling cases' prompts (natural-02, natural-03, code-01) are under 16 tokens each
 
 
@@ -90,7 +93,7 @@ def sampling_cost(budget: str) -> SamplingCost:
     return SamplingCost(
         budget,
         len(laws),
-        sample_size(levels.sampling_tv, alpha),
+        omnibus_sample_size(levels.sampling_tv, alpha, lambda n: LAW_DF),
         len(pits),
         ks_sample_size(levels.position_tv, alpha),
         engines,

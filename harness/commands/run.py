@@ -23,6 +23,7 @@ from harness.contract.paths import REPORTS, SUITES_DIR
 from harness.contract.run_options import Given, declare_options, given_arguments, given_options
 from harness.contract.suites import ALL, SUITE_NAMES, marker_expression, parse_suites
 from harness.door.reading import FRONT_END_VARIABLE, RUN
+from harness.report.judgement import NOT_JUDGED_EXIT
 
 HELP = "run the suites on a decoder and model, print a summary"
 DESCRIPTION = (
@@ -116,14 +117,27 @@ def pytest_command(args: argparse.Namespace, given: dict[str, Given], junit: Pat
     return command + extra
 
 
-def not_judged_suites(results_json: Path) -> list[str]:
-    """The suites of a run's results.json that judged none of their cases (harness/report/judgement.py)."""
-    from harness.report.judgement import NOT_JUDGED, judge
+def not_judged_suites(results_json: Path, asked: tuple[str, ...] = ()) -> list[str]:
+    """The suites of a run's results.json that judged none of their cases, or fewer than the run asked of them
+    (harness/report/judgement.py); a suite not applicable to the decoder is none of them unless it was `asked` for by
+    name (`--suite engine` on a decoder with no engine: nothing of what was asked was judged)."""
+    from harness.report.judgement import NOT_APPLICABLE_VERDICT, NOT_JUDGED, TOO_FEW, judge_run
 
     if not results_json.is_file():
         return []
-    cases = json.loads(results_json.read_text())["cases"]
-    return [j.suite for j in judge(cases) if j.verdict == NOT_JUDGED]
+    results = json.loads(results_json.read_text())
+    return [
+        j.suite
+        for j in judge_run(results["cases"], results["run"])
+        if j.verdict in (NOT_JUDGED, TOO_FEW) or (j.verdict == NOT_APPLICABLE_VERDICT and j.suite in asked)
+    ]
+
+
+def named_suites(suite: str) -> tuple[str, ...]:
+    """The suites a --suite value (as suites_option reads it) names: none for the default selection, every suite,
+    which `all` and the default both expand to (argparse reads a default through the option's type too)."""
+    named = tuple(suite.split(","))
+    return () if set(named) == set(SUITE_NAMES) else named
 
 
 def run_catalogue(args: argparse.Namespace, given: dict[str, Given]) -> int:
@@ -153,10 +167,14 @@ def main(args: argparse.Namespace) -> int:
     if code == 5:
         print("mtp-harness: no test matched these suites")
     verdict = "PASSED" if code == 0 else "FAILED"
-    unjudged = not_judged_suites(run_dir / "results.json")
+    unjudged = not_judged_suites(run_dir / "results.json", named_suites(args.suite))
     report = run_dir / "index.html"
     where = f"report {report}" if report.is_file() else f"results in {run_dir}"
     print(f"mtp-harness: {verdict} in {elapsed:.1f}s (pytest exit code {code}); {where}")
-    if unjudged:  # silence is never success: a suite that judged nothing is named beside the verdict
-        print(f"mtp-harness: NOT JUDGED: {', '.join(unjudged)} (none of its cases judged; the summary above says why)")
+    if unjudged:  # silence is never success: a suite that judged nothing fails the run
+        print(
+            f"mtp-harness: NOT JUDGED: {', '.join(unjudged)} (none of its cases judged, or fewer than asked; the "
+            f"summary above says why): exit status {NOT_JUDGED_EXIT}"
+        )
+        return code or NOT_JUDGED_EXIT
     return code

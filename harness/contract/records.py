@@ -14,6 +14,8 @@ import json
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict, get_type_hints
 
+from harness.contract.passes import reported_passes
+
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
@@ -390,6 +392,7 @@ class RunHeader(TypedDict):
     options: dict[str, Any]
     engine: NotRequired[str]  # an out-of-process engine: which build of it ran
     engine_runner: NotRequired[str]  # and which of its model runners (vLLM: v1 or v2)
+    min_judged: NotRequired[dict[str, int]]  # suite -> the fewest judged cases the run asked of it (--min-judged)
     finished: NotRequired[str | None]
     status: NotRequired[str]
     exit_status: NotRequired[int | None]
@@ -466,9 +469,11 @@ RECORD_TYPES: Mapping[str, type] = {
 
 
 def step_records(steps: "Sequence[VerifyStep]") -> list[StepRecord]:
-    """A decoder's verification passes as records."""
+    """A decoder's verification passes as records, as it reported them (harness/contract/passes.py: also passes that
+    break the pass contract)."""
     return [
-        StepRecord(start=s.start, drafts=list(s.drafts), accepted=s.accepted, emitted=list(s.emitted)) for s in steps
+        StepRecord(start=s.start, drafts=list(s.drafts), accepted=s.accepted, emitted=list(s.emitted))
+        for s in reported_passes(steps)
     ]
 
 

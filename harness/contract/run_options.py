@@ -84,6 +84,7 @@ class RunOptions:
     engine: EngineOptions = field(default_factory=EngineOptions)
     prompts: str = str(DEFAULT_PROMPTS)
     sampling_tv: float | None = None  # None: the budget's
+    min_judged: tuple[tuple[str, int], ...] = ()  # (suite, the fewest judged cases its verdict needs): CI's floors
 
     def with_seed(self, seed: int) -> RunOptions:
         return replace(self, seed=seed)
@@ -106,6 +107,7 @@ class RunOptions:
         """As JSON data (the run header's `options`; what an xdist worker is handed); from_record reads it back."""
         record = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "engine"}
         record["reference"] = str(self.reference)
+        record["min_judged"] = [[suite, count] for suite, count in self.min_judged]
         engine = {f.name: getattr(self.engine, f.name) for f in fields(self.engine)}
         record["engine"] = {
             **engine,
@@ -118,10 +120,11 @@ class RunOptions:
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> RunOptions:
         engine = record.get("engine") or {}
-        known = {f.name for f in fields(cls)} - {"engine", "reference"}
+        known = {f.name for f in fields(cls)} - {"engine", "reference", "min_judged"}
         return cls(
             **{name: value for name, value in record.items() if name in known},
             reference=Reference(record.get("reference", Reference.HARNESS)),
+            min_judged=tuple((str(suite), int(count)) for suite, count in record.get("min_judged", ())),
             engine=EngineOptions(
                 configuration=engine.get("configuration", DEFAULT_CONFIGURATION),
                 fixes=tuple(engine.get("fixes", ())),
@@ -334,6 +337,15 @@ RUN_OPTION_TABLE: tuple[RunOption, ...] = (  # the order the door checks them in
         metavar="TV",
         checked="a number in (0, 1)",
         write=lambda tv: [] if tv is None else [repr(tv)],
+    ),
+    RunOption(
+        "min-judged",
+        "min_judged",
+        "the fewest judged cases each named suite needs: below it the suite reads TOO FEW JUDGED and `mtp-harness run` "
+        "exits 6, as it does for a suite that judged nothing (a CI lane's floors, from its measured counts)",
+        metavar="SUITE=N[,SUITE=N...]",
+        checked="known suites, each with a whole number",
+        write=lambda floors: [",".join(f"{suite}={count}" for suite, count in floors)] if floors else [],
     ),
 )
 

@@ -67,6 +67,21 @@ def parse_suites(value: str) -> tuple[str, ...]:
     return tuple(name for name in SUITE_NAMES if name in wanted)
 
 
+NOT_APPLICABLE = "not applicable: "  # a skip's reason that starts so: the suite cannot apply to this decoder at all
+
+
 def marker_expression(suites: tuple[str, ...]) -> str:
     """The pytest -m expression that selects `suites`."""
     return " or ".join(suites)
+
+
+def parse_minimums(value: str) -> dict[str, int]:
+    """--min-judged SUITE=N[,SUITE=N...]: the fewest judged cases a run asks of each suite named."""
+    minimums = {}
+    for item in filter(None, (part.strip() for part in value.split(","))):
+        name, equals, count = item.partition("=")
+        if not equals or not count.strip().isdigit():
+            raise HarnessError(f"write SUITE=N, N a whole number ({item!r})")
+        suite_named(name.strip())  # an unknown suite is named, with near matches
+        minimums[name.strip()] = int(count)
+    return minimums

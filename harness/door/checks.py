@@ -12,6 +12,7 @@ from pathlib import Path
 
 from harness.contract.budget import BUDGETS
 from harness.contract.dtypes import DTYPE_NAMES
+from harness.contract.errors import HarnessError
 from harness.contract.paths import DEFAULT_MODEL, DEFAULT_PROMPTS, FIXTURE_MODELS, resolve_model_path
 from harness.contract.run_options import (
     ALL_FIXES,
@@ -22,6 +23,7 @@ from harness.contract.run_options import (
     SeedChoice,
 )
 from harness.contract.seeds import DEFAULT_SEED
+from harness.contract.suites import parse_minimums
 from harness.door.reading import Check, Reading, Refusal
 from harness.subjects.decoder_registry import default_dtype, find_factory, is_module_factory, unknown_decoder
 from harness.subjects.engines.abilities import (
@@ -335,6 +337,14 @@ def sampling_tv(value: str | float | None, reading: Reading) -> float | None:
     return tv
 
 
+def min_judged(value: str | None, reading: Reading) -> tuple[tuple[str, int], ...]:
+    """SUITE=N pairs joined by commas, each suite known (near matches otherwise)."""
+    try:
+        return tuple(parse_minimums(value or "").items())
+    except HarnessError as error:
+        raise Refusal(str(error)) from None
+
+
 CHECKS: dict[str, Check] = {
     "decoder": decoder,
     "engine-version": engine_version,
@@ -351,4 +361,5 @@ CHECKS: dict[str, Check] = {
     "engine-arg": engine_arg,
     "prompts": prompts,
     "sampling-tv": sampling_tv,
+    "min-judged": min_judged,
 }

@@ -30,6 +30,7 @@ from harness.checks.sampling_cases import (
     sequence_terms,
 )
 from harness.contract.budget import BUDGETS
+from harness.contract.seeds import mixed_seed
 from harness.models.loading import ModelBundle
 from harness.mutation.efficiency import FIRST_PREFIX, STREAMS, ideal_sample_sizes, prefix_lengths
 from harness.stats.multiple_testing import FAMILY_ALPHA
@@ -81,7 +82,7 @@ def measure_position(
         seed = case.seed + stream * 10**7
         requests = pit_requests(bundle, prompt_ids, case, length, seed)
         continuations = [result.token_ids for result in decoder.decode(requests)]
-        terms = sequence_terms(bundle, prompt_ids, continuations, case.sampling, seed)
+        terms = sequence_terms(bundle, prompt_ids, continuations, case.sampling, mixed_seed(seed, "pit uniforms"))
         firsts.append(first_rejection(case, terms, len(prompt_ids), alpha))
         columns.append(terms.u)
     pit = np.concatenate(columns)

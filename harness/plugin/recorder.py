@@ -235,6 +235,8 @@ def pytest_run_header(config: pytest.Config, options: RunOptions, run_id: str) -
     command = shlex.join([sys.executable, "-m", "pytest", *selection, *pytest_arguments(options)])
     workers = int(getattr(config.option, "numprocesses", 0) or 0)
     header = run_header(run_id, options, command, workers)
+    if options.min_judged:
+        header["min_judged"] = dict(options.min_judged)
     engine = engine_of_decoder(options.decoder, options.engine.version)
     if engine is not None:  # an out-of-process engine: which build of it ran
         flavour = flavour_of(options.device)

@@ -1,8 +1,15 @@
 """What a run judged, suite by suite: silence is never success. A case is judged when it ran its check and the
 check's verdict counts (passed, near-tie, failed, error); an expected failure (a recorded finding's signature
 explained it) and a skip are not judged. A suite with failures is FAILED; a suite with cases but none judged is
-NOT JUDGED, with the findings that masked it and the `mtp-harness run` command that runs it beneath their fixes;
-only a suite with judged cases and no failure is ok.
+NOT JUDGED, with the findings that masked it and the `mtp-harness run` command that runs it beneath their fixes; a
+suite that judged fewer cases than its stated minimum (a CI lane's, from measured counts) is TOO FEW JUDGED; only a
+suite with judged cases (at least its minimum) and no failure is ok. A suite whose every case was skipped as not
+applicable to the decoder (the engine suite on the harness's own decoder: NOT_APPLICABLE) is "not applicable": no
+verdict it could have had is missing.
+
+The run's verdict follows (`run_verdict`): FAILED where a suite failed or pytest did, NOT JUDGED where a suite judged
+nothing or too few, else ok; `mtp-harness run` and `summarize --json` give it as an exit status (NOT_JUDGED_EXIT where
+pytest's own was 0).
 
 The run's terminal summary (harness/plugin/recorder.py), `mtp-harness summarize` (text, markdown and --json) and the
 HTML report all print this one judgement of results.json's cases. Pure data: no torch, no pandas.
@@ -18,8 +25,11 @@ from typing import Any
 
 from harness.contract.records import CaseRecord, RunHeader
 from harness.contract.run_options import RunOptions, run_command
+from harness.contract.suites import NOT_APPLICABLE
 
-FAILED, NOT_JUDGED, OK = "FAILED", "NOT JUDGED", "ok"
+FAILED, NOT_JUDGED, TOO_FEW, OK = "FAILED", "NOT JUDGED", "TOO FEW JUDGED", "ok"
+NOT_APPLICABLE_VERDICT = "not applicable"
+NOT_JUDGED_EXIT = 6  # `mtp-harness run`'s exit status where pytest's was 0 but a suite judged nothing, or too few
 REASON_LIMIT = 120  # characters of a skip reason kept (its first line)
 
 
@@ -35,6 +45,7 @@ class SuiteJudgement:
     # finding slug -> cases it explained (a case explained by several findings counts for each of them)
     expected_failures: Mapping[str, int] = field(default_factory=dict)
     not_judged: Mapping[str, int] = field(default_factory=dict)  # skip reason -> cases
+    minimum: int = 0  # the fewest judged cases the run asks of it (0: any number but none)
 
     @property
     def judged(self) -> int:
@@ -49,10 +60,23 @@ class SuiteJudgement:
         return self.judged + self.xfailed + self.skipped
 
     @property
+    def not_applicable(self) -> bool:
+        """Every case skipped as not applicable to the decoder."""
+        return (
+            self.cases > 0
+            and all(reason.startswith(NOT_APPLICABLE) for reason in self.not_judged)
+            and (self.skipped == self.cases)
+        )
+
+    @property
     def verdict(self) -> str:
         if self.failed:
             return FAILED
-        return OK if self.judged else NOT_JUDGED
+        if self.not_applicable:
+            return NOT_APPLICABLE_VERDICT
+        if not self.judged:
+            return NOT_JUDGED
+        return TOO_FEW if self.judged < self.minimum else OK
 
     @property
     def masking_findings(self) -> tuple[str, ...]:
@@ -71,6 +95,7 @@ class SuiteJudgement:
             "xfailed": self.xfailed,
             "expected_failures": dict(self.expected_failures),
             "not_judged": dict(self.not_judged),
+            "minimum": self.minimum,
         }
         if beneath:
             record["beneath"] = shlex.join(beneath)
@@ -83,8 +108,12 @@ def skip_reason(message: str) -> str:
     return first if len(first) <= REASON_LIMIT else first[: REASON_LIMIT - 1] + "…"
 
 
-def judge(cases: Iterable[CaseRecord], key: str = "suite") -> list[SuiteJudgement]:
-    """The cases by `key` (suite, or decoder), FAILED first, then NOT JUDGED, then ok; by name within each."""
+def judge(
+    cases: Iterable[CaseRecord], key: str = "suite", minimum: Mapping[str, int] | None = None
+) -> list[SuiteJudgement]:
+    """The cases by `key` (suite, or decoder), FAILED first, then NOT JUDGED, TOO FEW JUDGED, ok and not applicable;
+    by name within each. `minimum`: suite -> the fewest judged cases asked of it."""
+    minimum = minimum or {}
     tallies: dict[str, dict[str, Counter]] = {}
     for case in cases:
         tally = tallies.setdefault(str(case[key]), {"outcomes": Counter(), "known": Counter(), "skips": Counter()})
@@ -104,11 +133,17 @@ def judge(cases: Iterable[CaseRecord], key: str = "suite") -> list[SuiteJudgemen
             xfailed=t["outcomes"]["xfailed"],
             expected_failures=dict(t["known"].most_common()),
             not_judged=dict(t["skips"].most_common()),
+            minimum=minimum.get(name, 0),
         )
         for name, t in tallies.items()
     ]
-    order = {FAILED: 0, NOT_JUDGED: 1, OK: 2}
+    order = {FAILED: 0, NOT_JUDGED: 1, TOO_FEW: 2, OK: 3, NOT_APPLICABLE_VERDICT: 4}
     return sorted(judgements, key=lambda j: (order[j.verdict], j.suite))
+
+
+def judge_run(cases: Iterable[CaseRecord], run: Mapping[str, Any], key: str = "suite") -> list[SuiteJudgement]:
+    """A run's judgement, each suite held to the minimum its run asked of it (the header's `min_judged`)."""
+    return judge(cases, key, run.get("min_judged") if key == "suite" else None)
 
 
 def beneath_command(judgement: SuiteJudgement, run: RunHeader) -> list[str] | None:
@@ -123,13 +158,25 @@ def beneath_command(judgement: SuiteJudgement, run: RunHeader) -> list[str] | No
 
 def judgement_records(cases: Iterable[CaseRecord], run: RunHeader) -> list[dict[str, Any]]:
     """The judgement as JSON data (`mtp-harness summarize --json`)."""
-    return [j.to_record(beneath_command(j, run)) for j in judge(cases)]
+    return [j.to_record(beneath_command(j, run)) for j in judge_run(cases, run)]
+
+
+def run_verdict(judgements: Iterable[SuiteJudgement], pytest_status: int | None = 0) -> tuple[str, int]:
+    """The run's verdict and exit status: pytest's status where it failed (1 and above: failures, interruptions,
+    usage errors); otherwise FAILED where a suite failed (1), NOT JUDGED where a suite judged nothing or fewer than
+    its minimum (NOT_JUDGED_EXIT), else ok (0). A suite that is not applicable counts for nothing."""
+    judgements = list(judgements)
+    if pytest_status or any(j.verdict == FAILED for j in judgements):
+        return FAILED, pytest_status or 1
+    if any(j.verdict in (NOT_JUDGED, TOO_FEW) for j in judgements):
+        return NOT_JUDGED, NOT_JUDGED_EXIT
+    return OK, 0
 
 
 def judgement_text(cases: Iterable[CaseRecord], run: RunHeader) -> str:
     """The judgement as the terminal prints it: a line per suite, then each NOT JUDGED suite's masking findings and
     the command that runs it beneath them, and each not-judged reason."""
-    judgements = judge(cases)
+    judgements = judge_run(cases, run)
     columns = ("cases", "judged", "passed", "failed", "xfailed", "skipped")
     width = max([len("suite"), *(len(j.suite) for j in judgements)]) + 2
     lines = [f"{'suite':<{width}}" + "".join(f"{c:>9}" for c in columns) + "  verdict"]
@@ -141,6 +188,8 @@ def judgement_text(cases: Iterable[CaseRecord], run: RunHeader) -> str:
             lines.append(f"  {j.suite}: {count} expected failure(s) of finding {slug}")
         for reason, count in j.not_judged.items():
             lines.append(f"  {j.suite}: {count} not judged (skipped): {reason}")
+        if j.verdict == TOO_FEW:
+            lines.append(f"  {j.suite} TOO FEW JUDGED: {j.judged}, fewer than the {j.minimum} this run asked of it")
         if j.verdict == NOT_JUDGED:
             masked = ", ".join(j.masking_findings) or "no finding: every case was skipped"
             lines.append(f"  {j.suite} NOT JUDGED: nothing in it was judged ({masked})")

@@ -16,7 +16,7 @@ from harness.contract.records import Results, RunHeader
 from harness.contract.run_options import DEFAULT_CONFIGURATION, Reference, RunOptions
 from harness.report.coverage import greedy_coverage
 from harness.report.engine_evidence import required_counters
-from harness.report.judgement import judge, judgement_records
+from harness.report.judgement import judge_run, judgement_records, run_verdict
 
 
 def load_results(path: Path) -> Results:
@@ -74,7 +74,7 @@ def counts_table(runs: Sequence[Results]) -> str:
     for results in runs:
         run = results["run"]
         model = Path(str(run["model"])).name
-        for j in sorted(judge(results["cases"]), key=lambda j: j.suite):
+        for j in sorted(judge_run(results["cases"], run), key=lambda j: j.suite):
             known = "; ".join(f"{slug} {count}" for slug, count in j.expected_failures.items())
             skipped = "; ".join(f"{count}: {reason}" for reason, count in j.not_judged.items())
             rows.append([run["decoder"], model, engine_words(run), j.suite, j.cases, j.judged, j.passed, j.failed])
@@ -84,9 +84,15 @@ def counts_table(runs: Sequence[Results]) -> str:
 
 
 def judgement_json(paths: Sequence[Path]) -> str:
-    """`mtp-harness summarize --json`: per run, its header's where-from and each suite's judgement."""
+    """`mtp-harness summarize --json`: per run, its header's where-from, its verdict and exit status (run_verdict, as
+    `mtp-harness run` gives them) and each suite's judgement."""
+    return json.dumps(judgement_document(paths), indent=2) + "\n"
+
+
+def judgement_document(paths: Sequence[Path]) -> list[dict]:
+    """What `summarize --json` prints, as data."""
     runs = [load_results(path) for path in paths]
-    document = [
+    return [
         {
             "run_id": results["run"].get("run_id"),
             "started": results["run"]["started"],
@@ -95,11 +101,17 @@ def judgement_json(paths: Sequence[Path]) -> str:
             "model": results["run"]["model"],
             "engine": engine_words(results["run"]),
             "command": results["run"]["command"],
+            **dict(zip(("verdict", "exit_status"), verdict_of(results), strict=True)),
             "suites": judgement_records(results["cases"], results["run"]),
         }
         for results in runs
     ]
-    return json.dumps(document, indent=2) + "\n"
+
+
+def verdict_of(results: Results) -> tuple[str, int]:
+    """A run's verdict and exit status: pytest's own status where the run recorded it, then its suites'."""
+    run = results["run"]
+    return run_verdict(judge_run(results["cases"], run), run.get("exit_status") or 0)
 
 
 def coverage_table(runs: Sequence[Results]) -> str | None:

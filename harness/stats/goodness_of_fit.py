@@ -1,5 +1,12 @@
 """Pearson chi-square and G tests of samples against an exact law, over cells pooled to expected counts >= 5
-(Cochran), with KL and total variation beside them."""
+(Cochran), with KL and total variation beside them.
+
+Two laws the tests cannot judge as they stand, each a verdict of its own:
+- observations where the law has no mass (a cell of probability 0, or samples outside the known cells when the rest
+  of the law has none) are impossible under it: the law is rejected with certainty (p = 0), whatever the other cells
+  say, and the total variation counts them;
+- a law left with one cell after pooling has no degree of freedom (df 0): there is nothing to test, and the case is
+  unjudgeable (`unjudgeable` says why; its p-values are NaN), never a pass."""
 
 from __future__ import annotations
 
@@ -11,6 +18,7 @@ import numpy as np
 from scipy import stats
 
 MIN_EXPECTED = 5.0  # Cochran: pool cells whose expected count is below this
+IMPOSSIBLE = "impossible"  # the cell of the observations where the law has no mass
 
 
 @dataclass(frozen=True)
@@ -29,6 +37,8 @@ class GoodnessOfFit:
     labels: tuple
     observed: tuple[int, ...]
     expected: tuple[float, ...]
+    impossible: int = 0  # observations where the law has no mass
+    unjudgeable: str | None = None  # why the tests cannot judge the law (df 0)
 
 
 def pool_cells(
@@ -52,18 +62,47 @@ def pool_cells(
     return labels, counts, expected
 
 
+def pooled_cells(probabilities: dict[Hashable, float], n: int, pooled_label: Hashable) -> int:
+    """How many cells the law pools to at N (before any sample: Cochran's rule reads expected counts only)."""
+    labels, _, _ = pool_cells(probabilities, Counter(), n, pooled_label)
+    return len(labels)
+
+
+def impossible_cells(probabilities: dict[Hashable, float], observed: Counter, pooled_label: Hashable) -> set:
+    """The observed cells the law gives no mass: a cell of probability 0, or one outside the known cells where the law
+    has no mass left for the rest."""
+    known = {cell for cell in probabilities if cell != pooled_label}
+    rest = max(1.0 - sum(probabilities[cell] for cell in known), 0.0)
+    return {cell for cell in observed if (probabilities[cell] <= 0.0 if cell in known else rest <= 0.0)}
+
+
 def goodness_of_fit(
     probabilities: dict[Hashable, float], samples: Sequence[Hashable], pooled_label: Hashable
 ) -> GoodnessOfFit:
-    """Pearson chi-square and G = 2 N KL(empirical || target) over Cochran-pooled cells."""
+    """Pearson chi-square and G = 2 N KL(empirical || target) over Cochran-pooled cells; p = 0 where samples fell
+    where the law has no mass, NaN (and `unjudgeable`) where the pooled law has one cell.
+
+        TV = 1/2 (sum over the law's cells |observed / N - p| + impossible / N)"""
     n = len(samples)
-    labels, counts, expected = pool_cells(probabilities, Counter(samples), n, pooled_label)
-    expected = expected * (counts.sum() / expected.sum())  # exact sums for scipy (pooling rounds nothing away)
-    chi2, chi2_p = stats.chisquare(counts, expected)
-    g, g_p = stats.power_divergence(counts, expected, lambda_="log-likelihood")
+    observed = Counter(samples)
+    zero_mass = impossible_cells(probabilities, observed, pooled_label)
+    impossible = sum(observed[cell] for cell in zero_mass)
+    possible = Counter({cell: count for cell, count in observed.items() if cell not in zero_mass})
+    labels, counts, expected = pool_cells(probabilities, possible, n - impossible, pooled_label)
+    unjudgeable = None
+    if len(labels) < 2:
+        unjudgeable = f"the law has {len(labels)} cell after pooling at N = {n}: no degree of freedom to test"
+        chi2 = chi2_p = g = g_p = float("nan")
+    else:
+        expected = expected * (counts.sum() / expected.sum())  # exact sums for scipy (pooling rounds nothing away)
+        chi2, chi2_p = stats.chisquare(counts, expected)
+        g, g_p = stats.power_divergence(counts, expected, lambda_="log-likelihood")
+    if impossible:  # rejected with certainty: the law cannot produce what was observed
+        labels, counts, expected = [*labels, IMPOSSIBLE], np.append(counts, impossible), np.append(expected, 0.0)
+        chi2, chi2_p, g, g_p = float("inf"), 0.0, float("inf"), 0.0
     empirical = counts / n
-    target = expected / n
-    nonzero = empirical > 0
+    target = expected / max(expected.sum(), 1e-300)
+    nonzero = (empirical > 0) & (target > 0)
     kl = float(np.sum(empirical[nonzero] * np.log(empirical[nonzero] / target[nonzero])))  # KL(emp || target)
     tv = float(0.5 * np.abs(empirical - target).sum())
     return GoodnessOfFit(
@@ -74,9 +113,11 @@ def goodness_of_fit(
         float(chi2_p),
         float(g),
         float(g_p),
-        kl,
+        float("inf") if impossible else kl,
         tv,
         tuple(labels),
         tuple(int(c) for c in counts),
         tuple(float(e) for e in expected),
+        impossible,
+        unjudgeable,
     )

@@ -1,11 +1,19 @@
-"""The family of p-values of one run: its family-wise false-positive rate and the Holm step-down correction."""
+"""The families of p-values of one run: their false-positive budget and the Holm step-down correction.
+
+A run's statistical tests of a decoder's laws are two families, the sampling suite's (first-token laws and whole
+sequences) and the features suite's laws, each corrected with Holm at FAMILY_ALPHA. The run's budget, RUN_ALPHA, is
+split between them (Bonferroni across the families): a correct decoder fails either with probability at most
+RUN_ALPHA per run, whichever suites run. The calibration tests, which judge the harness's own statistics on its own
+decoder, are a budget of their own (harness/stats/calibration.py)."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
 
-FAMILY_ALPHA = 1e-3  # family-wise false-positive rate of one run of the sampling suite (Holm)
+RUN_ALPHA = 1e-3  # the false-positive budget of one run's law families together
+LAW_FAMILIES = ("sampling", "features")  # the families of p-values a run's budget is split between
+FAMILY_ALPHA = RUN_ALPHA / len(LAW_FAMILIES)  # each family's family-wise false-positive rate (Holm)
 
 
 def holm(p_values: Sequence[float]) -> list[float]:

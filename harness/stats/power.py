@@ -6,8 +6,12 @@ Notation: N samples, alpha the per-test level, beta = 1 - power, delta a total-v
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from functools import cache
 
 from scipy import optimize, stats
+
+from harness.stats.goodness_of_fit import pooled_cells
 
 POWER = 0.99
 
@@ -42,3 +46,37 @@ def min_detectable_tv(n: int, df: int, alpha: float, power: float = POWER) -> fl
         return stats.ncx2.sf(critical, df, 4 * n * delta * delta) - power
 
     return float(optimize.brentq(shortfall, 1e-6, 1.0))
+
+
+@cache
+def noncentrality_for_power(df: int, alpha: float, power: float = POWER) -> float:
+    """The noncentrality lambda at which a chi-square test with `df` degrees of freedom at level alpha rejects with
+    the given power: P(ncx2(df, lambda) > chi2_{1-alpha}(df)) = power."""
+    critical = stats.chi2.ppf(1 - alpha, df)
+    return float(optimize.brentq(lambda lam: stats.ncx2.sf(critical, df, lam) - power, 1e-9, 1e7))
+
+
+def omnibus_sample_size(tv_shift: float, alpha: float, df_at: Callable[[int], int], power: float = POWER) -> int:
+    """N at which the omnibus test of a law (Pearson chi-square or G over its pooled cells) detects any shift of
+    total variation `tv_shift` with the given power at level alpha, where `df_at(N)` is the degrees of freedom the
+    law's cells pool to at N (known before sampling: Cochran's rule reads expected counts only).
+
+    A law at TV distance delta has N * chi2-divergence >= 4 N delta^2 (Cauchy-Schwarz: 2 delta = sum |p' - p| <=
+    sqrt(sum (p' - p)^2 / p)), so the statistic is at least noncentral chi-square(df, 4 N delta^2):
+        N = ceil(lambda(df) / (4 delta^2)),   lambda(df) = noncentrality_for_power(df, alpha, power),
+    iterated from df = df_at(1) until df_at(N) no longer grows (pooling keeps more cells at a larger N: the fixed
+    point is reached from below, a few steps). The bound is attained by the least favourable alternative, which moves
+    mass delta between two halves of the law in proportion to each cell's probability."""
+    n = 1
+    while True:
+        df = max(df_at(n), 1)
+        needed = math.ceil(noncentrality_for_power(df, alpha, power) / (4 * tv_shift * tv_shift))
+        if needed <= n:
+            return n
+        n = needed
+
+
+def law_sample_size(probabilities: dict[object, float], pooled_label: object, tv_shift: float, alpha: float) -> int:
+    """N for a law case (cell -> probability; the pruned rest under `pooled_label`): the omnibus tests over its cells
+    pooled at N detect a shift of `tv_shift` with power POWER at level alpha (omnibus_sample_size)."""
+    return omnibus_sample_size(tv_shift, alpha, lambda n: pooled_cells(probabilities, n, pooled_label) - 1)

@@ -25,7 +25,9 @@ from harness.subjects.engines.abilities import PinnedInProcess
 from harness.subjects.engines.registry import engine_decoders, engine_of_decoder, engines
 
 if TYPE_CHECKING:
-    from harness.contract.decoder import Decoder
+    from collections.abc import Sequence
+
+    from harness.contract.decoder import Decoder, DecodeRequest, DecodeResult
     from harness.models.loading import ModelBundle
 
 ENTRY_POINT_GROUP = "mtp_harness.decoders"
@@ -160,6 +162,20 @@ def make_decoder(name: str, bundle: ModelBundle, engine: EngineOptions | None = 
         raise DecoderFactoryError(
             f"decoder factory {name!r} returned {type(decoder).__name__}, which has no `name` and `decode(requests)`"
         )
+    return decoder if engine_record is not None else checking_passes(decoder)  # an engine's checks its own wire
+
+
+def checking_passes(decoder: Decoder) -> Decoder:
+    """The decoder, its decode checking every result's passes against the pass contract as they enter the harness
+    (harness/contract/passes.py): its own decode, wrapped on the instance, so it stays the decoder it was."""
+    from harness.contract.passes import with_pass_contract
+
+    decode = decoder.decode
+
+    def decode_checked(requests: Sequence[DecodeRequest]) -> list[DecodeResult]:
+        return with_pass_contract(requests, decode(requests), decoder.name)
+
+    object.__setattr__(decoder, "decode", decode_checked)  # a frozen dataclass's instance too
     return decoder
 
 

@@ -137,6 +137,28 @@ def residual_from_p(bundle: ModelBundle) -> MTPDecoder:
     return MTPDecoder(bundle, sampling_rule=_speculative_with(_residual_is_p))
 
 
+FILTER_LEAK = 0.05  # the share of a correction's mass left to the tokens the filter removed
+
+
+def _residual_leaking_past_the_filter(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """r' = (1 - FILTER_LEAK) r + FILTER_LEAK * 1[p = 0] / #{p = 0}, r = norm(max(p - q, 0)): the residual with a
+    floor on every token the filter removed (where the filter removed none, r itself)."""
+    r = residual(p, q)
+    removed = (p == 0).to(r.dtype)
+    count = removed.sum(dim=-1, keepdim=True)
+    leaked = (1 - FILTER_LEAK) * r + FILTER_LEAK * removed / count.clamp(min=1)
+    return torch.where(count > 0, leaked, r)
+
+
+@mutant("correction-leaks-past-the-filter", "sampling")
+def correction_leaks_past_the_filter(bundle: ModelBundle) -> MTPDecoder:
+    """Bug class 9, the filters under speculation: the correction after a rejection is drawn from a residual whose
+    filtered-out tokens keep a floor (a mask filled with a finite value in place of -inf), so a token the filter
+    removed is emitted 5% of the times a draft is rejected. Restricted to the filter's support the law is exact: a
+    goodness-of-fit test that drops the observations of zero-mass cells passes it; the observations are impossible."""
+    return MTPDecoder(bundle, sampling_rule=_speculative_with(_residual_leaking_past_the_filter))
+
+
 @mutant("accept-if-equal", "sampling")
 def accept_if_equal(bundle: ModelBundle) -> MTPDecoder:
     """Bug class 6 (mlx-swift-lm PR 459): in sampling mode a draft is accepted when it equals a token sampled
@@ -417,6 +439,26 @@ def commit_the_whole_accepted_block(
 def max_tokens_overshoot(bundle: ModelBundle) -> MTPDecoder:
     """Bug class 13: the accepted block is committed whole, past max_new_tokens."""
     return MTPDecoder(bundle, stop_rule=commit_the_whole_accepted_block)
+
+
+class MisreportedAcceptance(MTPDecoder):
+    """The correct decoder whose pass records say one accepted draft fewer than the pass accepted (an adapter's
+    off-by-one reading an engine's accepted count): the tokens are right, the record of the passes is not."""
+
+    def decode(self, requests: Sequence[DecodeRequest]) -> list:
+        results = super().decode(list(requests))
+        return [
+            replace(result, steps=tuple(replace(s, accepted=s.accepted - 1) if s.accepted else s for s in result.steps))
+            for result in results
+        ]
+
+
+@mutant("accepted-count-off-by-one", "invariants")
+def accepted_count_off_by_one(bundle: ModelBundle) -> MTPDecoder:
+    """Bug class 13: wrong token accounting for accepted blocks, in the record of the passes: each pass reports one
+    accepted draft fewer than it accepted, so every check that reads positions from the passes would judge the wrong
+    ones; the pass contract, checked where results enter the harness, refuses it (see MisreportedAcceptance)."""
+    return MisreportedAcceptance(bundle)
 
 
 def one_uniform_for_every_draft(rule: Callable) -> Callable:

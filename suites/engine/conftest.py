@@ -34,6 +34,7 @@ from harness.contract.records import (
     request_record,
 )
 from harness.contract.seeds import session_shifted
+from harness.contract.suites import NOT_APPLICABLE
 from harness.models.loading import ModelBundle
 from harness.models.prompts import Prompt
 from harness.subjects.engines.configurations import configuration_names, missing_evidence
@@ -52,8 +53,8 @@ def engine(decoder: Decoder) -> Decoder:
     """The decoder under test, when it is an engine subject with deployed configurations."""
     if not getattr(decoder, "engine_configurations", None):
         pytest.skip(
-            f"decoder {decoder.name!r} has no deployed engine configurations (the harness's own decoder has none: "
-            "its analogue, a batch against each request alone, runs in the greedy suite)"
+            f"{NOT_APPLICABLE}decoder {decoder.name!r} has no deployed engine configurations (the harness's own "
+            "decoder has none: its analogue, a batch against each request alone, runs in the greedy suite)"
         )
     return decoder
 

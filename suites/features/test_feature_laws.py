@@ -16,7 +16,8 @@ from harness.contract.records import attach_record
 from harness.contract.seeds import session_shifted
 from harness.plugin.shared_work import SharedWork, pickle_safe
 from harness.stats.multiple_testing import FAMILY_ALPHA, holm
-from harness.stats.power import POWER, min_detectable_tv, sample_size
+from harness.stats.power import POWER, law_sample_size, min_detectable_tv
+from harness.stats.target_law import OTHER
 
 pytestmark = pytest.mark.features
 
@@ -44,7 +45,7 @@ class FeatureLawFamily:
         budget = BUDGETS[run_options.budget]
         self.tv = run_options.sampling_tv or budget.sampling_tv
         self.m = p_values_per_case() * max(len(self.selected), 1)
-        self.n = sample_size(self.tv, FAMILY_ALPHA / self.m)  # N at the family's worst Holm level
+        self.alpha = FAMILY_ALPHA / self.m  # the family's worst Holm level
         self.shared = SharedWork.of(pytestconfig, "feature-law-family")
         self.verdicts = None
 
@@ -61,6 +62,11 @@ class FeatureLawFamily:
             return run_law_case(self.decoder, self.bundle, request, case_id, self.n, seed, case.sample)
         except Exception as error:  # the other cases still run; this one fails with its error
             return pickle_safe(error)
+
+    def n(self, law):
+        """A law case's N: its omnibus tests over its pooled cells detect a TV shift of self.tv with power POWER
+        at the family's worst Holm level (harness/stats/power.py law_sample_size)."""
+        return law_sample_size({**law.cells, OTHER: law.other}, OTHER, self.tv, self.alpha)
 
     def verdict(self, case_id):
         if self.verdicts is None:
@@ -111,4 +117,5 @@ def test_samples_follow_the_law_under_the_features(case_id, decoder, bundle, fea
         f"G p={fit.g_p:.3g} (Holm {g_adjusted:.3g}) at family alpha {FAMILY_ALPHA} over "
         f"{feature_law_family.m} p-values; TV from the law {fit.tv:.3g}"
     )
+    assert fit.unjudgeable is None, f"unjudgeable: {fit.unjudgeable}"
     assert chi2_adjusted > FAMILY_ALPHA and g_adjusted > FAMILY_ALPHA, f"the samples do not follow the law: {detail}"

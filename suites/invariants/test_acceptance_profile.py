@@ -8,27 +8,12 @@ import pytest
 from harness.checks.acceptance_profile import head_fidelity, pass_statistics
 from harness.commands.bench_decoder import head_cost_ratio
 from harness.contract.decoder import DecodeRequest
+from harness.contract.passes import pass_contract_problem, pass_problem
 from harness.contract.records import UnjudgedRecord, attach_record
 
 pytestmark = pytest.mark.invariants
 
 PROFILE_K = 2
-
-
-def check_steps_account_for_tokens(request, result):
-    """Passes are contiguous, accept a prefix of their drafts, and emit exactly the decoder's tokens."""
-    committed = 0
-    for index, step in enumerate(result.steps):
-        where = f"prompt {request.prompt_ids[:4]}..., pass {index}"
-        assert step.start == committed, f"{where}: starts at {step.start}, {committed} tokens were committed"
-        assert len(step.drafts) <= request.num_draft_tokens, f"{where}: {len(step.drafts)} drafts > k"
-        assert 0 <= step.accepted <= len(step.drafts), f"{where}: accepted {step.accepted} of {len(step.drafts)}"
-        shown = min(step.accepted, len(step.emitted))
-        assert step.emitted[:shown] == step.drafts[:shown], f"{where}: emitted {step.emitted} != accepted drafts"
-        assert len(step.emitted) <= step.accepted + 1, f"{where}: {len(step.emitted)} tokens for {step.accepted}"
-        committed += len(step.emitted)
-    emitted = tuple(token for step in result.steps for token in step.emitted)
-    assert emitted == result.token_ids, f"passes emitted {emitted}, the result holds {result.token_ids}"
 
 
 def test_every_pass_accounts_for_its_tokens(decoder, bundle, prompts, require, record_property):
@@ -43,8 +28,9 @@ def test_every_pass_accounts_for_its_tokens(decoder, bundle, prompts, require, r
         for p in prompts
     ]
     results = decoder.decode(requests)
-    for request, result in zip(requests, results, strict=True):
-        check_steps_account_for_tokens(request, result)
+    for request, result in zip(requests, results, strict=True):  # checked at entry; here for a decoder built elsewhere
+        problem = pass_contract_problem(result) or pass_problem(request, result)
+        assert problem is None, problem
     profile = {"decoder": decoder.name, **pass_statistics(results, PROFILE_K), "head_cost_vs_verify": None}
     profile["head_fidelity"] = []
     if bundle.has_weights:  # the head's cost and fidelity run the checkpoint's MTP layers in this process

@@ -28,7 +28,8 @@ from harness.contract.run_options import Reference
 from harness.decoding.slots import KV_BLOCK
 from harness.plugin.shared_work import SharedWork, pickle_safe
 from harness.stats.multiple_testing import FAMILY_ALPHA, holm
-from harness.stats.power import POWER, ks_sample_size, min_detectable_tv, sample_size
+from harness.stats.power import POWER, ks_sample_size, law_sample_size, min_detectable_tv
+from harness.stats.target_law import OTHER
 
 CASES = {case.id: case for case in case_grid()}
 
@@ -78,10 +79,10 @@ class SamplingFamily:
         self.decide_early = config.getoption("--harness-stop-suite-on-catch")
         self.shared = SharedWork.of(config, "sampling-family")
 
-    @property
-    def n(self) -> int:
-        # N from the power target: detect a TV shift of self.tv at the worst Holm level alpha / m
-        return sample_size(self.tv, FAMILY_ALPHA / max(self.m, 1))
+    def n(self, law) -> int:
+        """A law case's N: its omnibus tests over its own pooled cells detect a TV shift of self.tv with power POWER
+        at the worst Holm level alpha / m (harness/stats/power.py law_sample_size)."""
+        return law_sample_size({**law.cells, OTHER: law.other}, OTHER, self.tv, FAMILY_ALPHA / max(self.m, 1))
 
     @property
     def pit_n(self) -> int:
@@ -131,7 +132,8 @@ class SamplingFamily:
         detectable = None
         if isinstance(outcome, LawOutcome):
             detectable = min_detectable_tv(outcome.fit.n, max(outcome.fit.df, 1), FAMILY_ALPHA / self.m, POWER)
-        n = self.n if isinstance(outcome, LawOutcome) else self.pit_n
+        n = outcome.fit.n if isinstance(outcome, LawOutcome) else self.pit_n
+        detectable = detectable if isinstance(outcome, LawOutcome) else self.position_tv
         return FamilyResult(outcome, n, raw, adjusted, FAMILY_ALPHA / self.m, detectable, adjustment)
 
     def raw(self, case_id: str) -> tuple[float, ...]:
@@ -327,6 +329,8 @@ def assert_case_passes(result: FamilyResult, record_property, case_id: str = "",
     record_property("sampling", describe(result))
     if decode is not None:
         attach_record(record_property, "sampling", sampling_record(result, case_id, decode))
+    if isinstance(result.outcome, LawOutcome) and result.outcome.fit.unjudgeable:
+        pytest.fail(f"unjudgeable: {result.outcome.fit.unjudgeable}", pytrace=False)
     if min(result.adjusted) <= FAMILY_ALPHA:
         pytest.fail(
             f"rejected at family-wise alpha {FAMILY_ALPHA} ({result.adjustment} over {round(FAMILY_ALPHA / result.alpha_per_test)} p-values): {describe(result)}",

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from harness.contract.decoder import DecodeRequest, DecodeResult
 from harness.contract.features import FEATURES, refuse_unserved
+from harness.contract.passes import with_pass_contract
 from harness.contract.run_options import EngineOptions
 from harness.decoding.batch import decode_in_groups
 from harness.subjects.engines.abilities import Fixes
@@ -132,9 +133,10 @@ class EngineDecoder:
             return with_step_facts(group, results, self.step_facts)
 
         # the engine draws a request's n samples itself (no fan-out here: its own is under test)
-        return decode_in_groups(
+        results = decode_in_groups(
             requests, self.bundle.vocab_size, self.context_limit, self.engine_key, decode_group, lambda r: [r]
         )
+        return with_pass_contract(requests, results, self.name)  # where the engine's results enter the harness
 
     def call(self, op: str, fields: Mapping[str, object], about: str) -> object:
         """One of the engine's own operations, on its process at k = 1 (without speculation: its only one)."""
