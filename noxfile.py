@@ -4,7 +4,7 @@
     nox -s greedy         pytest -m greedy (every commit)
     nox -s sampling       pytest -m sampling
     nox -s invariants     pytest -m invariants
-    nox -s calibration    the slow part of the sampling suite's calibration: the whole-sequence case, 200 reruns
+    nox -s calibration    every calibration of the harness's statistics at the full budget (200 reruns each)
     nox -s nightly        every suite + the mutation catalogue at a budget, one HTML report (GPU runners)
     nox -s lint           ruff check + ruff format --check
     nox -s docs           build the documentation site from docs/ (mkdocs, strict: a broken link fails)
@@ -59,9 +59,14 @@ def sampling(session: nox.Session) -> None:
 
 @nox.session
 def calibration(session: nox.Session) -> None:
-    """The slow part of the sampling suite's calibration (the whole-sequence case); the law cases' calibration runs
-    with every `pytest -m sampling` at the budget's reruns."""
-    run_pytest(session, "-m", "sampling and slow")  # naming `slow` in -m selects the slow tests
+    """Every calibration of the harness's statistics at the full budget's reruns (200 each); every commit's run
+    calibrates them at the ci budget's (60 of each law case, 8 of the whole-sequence case)."""
+    run_pytest(
+        session,
+        "suites/sampling/test_calibration.py",
+        "suites/features/test_feature_calibration.py",
+        "--harness-budget=full",
+    )
 
 
 @nox.session
@@ -115,7 +120,8 @@ def vllm(session: nox.Session) -> None:
 
 
 # Model Runner V2 on CPU runs its Triton kernels in Triton's interpreter, about 30 times slower than V1 per case: the
-# sampling family at TV 0.2 (N 294 a law case, ~2,700 sequences a whole-sequence case) is what about 20 minutes allow
+# sampling family at TV 0.2 (N 421..603 a law case, 132 sequences a whole-sequence case at the smoke budget) is what
+# about 20 minutes allow
 V2_SAMPLING_TV = "0.2"
 
 
