@@ -121,7 +121,7 @@ def not_judged_suites(results_json: Path, asked: tuple[str, ...] = ()) -> list[s
     """The suites of a run's results.json that judged none of their cases, or fewer than the run asked of them
     (harness/report/judgement.py); a suite not applicable to the decoder is none of them unless it was `asked` for by
     name (`--suite engine` on a decoder with no engine: nothing of what was asked was judged)."""
-    from harness.report.judgement import NOT_APPLICABLE_VERDICT, NOT_JUDGED, TOO_FEW, judge_run
+    from harness.report.judgement import NOT_APPLICABLE_VERDICT, judge_run
 
     if not results_json.is_file():
         return []
@@ -129,7 +129,7 @@ def not_judged_suites(results_json: Path, asked: tuple[str, ...] = ()) -> list[s
     return [
         j.suite
         for j in judge_run(results["cases"], results["run"])
-        if j.verdict in (NOT_JUDGED, TOO_FEW) or (j.verdict == NOT_APPLICABLE_VERDICT and j.suite in asked)
+        if j.falls_short or (j.verdict == NOT_APPLICABLE_VERDICT and j.suite in asked)
     ]
 
 

@@ -79,6 +79,11 @@ class SuiteJudgement:
         return TOO_FEW if self.judged < self.minimum else OK
 
     @property
+    def falls_short(self) -> bool:
+        """NOT JUDGED or TOO FEW JUDGED: the suite did not judge what the run needs of it."""
+        return self.verdict in (NOT_JUDGED, TOO_FEW)
+
+    @property
     def masking_findings(self) -> tuple[str, ...]:
         """The findings whose expected failures stand where a verdict should be (a suite judged nothing)."""
         return tuple(sorted(self.expected_failures)) if self.verdict == NOT_JUDGED else ()
@@ -168,7 +173,7 @@ def run_verdict(judgements: Iterable[SuiteJudgement], pytest_status: int | None 
     judgements = list(judgements)
     if pytest_status or any(j.verdict == FAILED for j in judgements):
         return FAILED, pytest_status or 1
-    if any(j.verdict in (NOT_JUDGED, TOO_FEW) for j in judgements):
+    if any(j.falls_short for j in judgements):
         return NOT_JUDGED, NOT_JUDGED_EXIT
     return OK, 0
 

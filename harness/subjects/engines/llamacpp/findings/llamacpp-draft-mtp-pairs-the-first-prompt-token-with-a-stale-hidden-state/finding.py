@@ -13,12 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from harness.subjects.engines.findings import FailedCase
-
-if TYPE_CHECKING:
-    from harness.models.loading import ModelBundle
 from harness.checks.pass_records import acceptance_problem
-from harness.subjects.engines.findings import Finding
+from harness.subjects.engines.findings import FailedCase, Finding
 from harness.subjects.engines.llamacpp.findings.common import FOUND_IN
 from harness.subjects.engines.llamacpp.signatures import _prompt_ids, _tokens
 from harness.subjects.engines.watched_tests import (
@@ -30,6 +26,9 @@ from harness.subjects.engines.watched_tests import (
     QUEUED,
     RNG_ISOLATION,
 )
+
+if TYPE_CHECKING:
+    from harness.models.loading import ModelBundle
 
 
 def _predicted(
