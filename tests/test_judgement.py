@@ -95,6 +95,21 @@ def test_a_suite_that_judged_fewer_cases_than_its_run_asked_reads_too_few_judged
     assert met.verdict == OK
 
 
+def test_a_floor_of_zero_lets_a_masked_suite_stay_not_judged_and_nothing_else():
+    masked = [case("greedy", "passed"), case("sampling", "xfailed", known=EXPAND)]
+    run = {**header(RunOptions()), "min_judged": {"sampling": 0}}
+    judgements = judge_run(masked, run)
+    sampling = next(j for j in judgements if j.suite == "sampling")
+    assert (sampling.verdict, sampling.falls_short) == (NOT_JUDGED, False), "still reads NOT JUDGED"
+    assert run_verdict(judgements) == (OK, 0)
+    assert "sampling NOT JUDGED: nothing in it was judged (vllm-cpu-expand-kernel); the run allowed it" in (
+        judgement_text(masked, run)
+    )
+    assert run_verdict(judge_run([*masked, case("sampling", "failed")], run)) == (FAILED, 1), "a failure still fails"
+    unstated = judge_run([case("greedy", "xfailed", known=EXPAND)], run)
+    assert run_verdict(unstated) == (NOT_JUDGED, NOT_JUDGED_EXIT), "the floor of 0 is the named suite's alone"
+
+
 def test_a_case_two_findings_explain_is_one_expected_failure_counted_for_each_finding():
     both = {"findings": ["position-0", "pre-norm"], "explanation": "together"}
     [j] = judge([case("invariants", "xfailed", known=both), case("invariants", "xfailed", known=EXPAND)])

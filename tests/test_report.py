@@ -351,6 +351,22 @@ def test_a_suite_of_expected_failures_only_reads_not_judged_with_its_finding_and
     assert "greedy: NOT JUDGED" not in header
 
 
+def test_a_masked_suite_under_a_floor_of_zero_keeps_its_banner_and_the_verdict_passes():
+    results = synthetic_results()
+    known = {"findings": ["vllm-cpu-expand-kernel"], "explanation": "the CPU expand kernel"}
+    results["run"]["min_judged"] = {"sampling": 0, "greedy": 2}
+    results["cases"] = [
+        case("suites/sampling/test_s.py::test_law[law-t1.0-k2]", "sampling", "xfailed", known=known),
+        case("suites/greedy/test_g.py::test_natural[natural-01-k2]", "greedy", "passed"),
+    ]
+    header = render_report(results).split("</header>")[0]
+    assert "sampling: NOT JUDGED" in header and "the run allowed it (a minimum of 0)" in header
+    assert "greedy: TOO FEW JUDGED" in header and "1 of its 1 cases judged, fewer than the 2" in header
+    assert 'verdict-NOT-JUDGED">NOT JUDGED' in header, "greedy's floor still decides"
+    results["run"]["min_judged"] = {"sampling": 0}
+    assert 'verdict-PASSED">PASSED' in render_report(results).split("</header>")[0]
+
+
 def test_failures_are_listed_first_in_the_all_cases_table(page):
     outcomes = re.findall(r"<tr>\s*<td>(passed|failed|error|skipped|near-tie)</td>", section(page, "cases"))
     assert outcomes == ["failed", "failed", "failed", "near-tie", "skipped", "passed", "passed"]

@@ -342,7 +342,8 @@ RUN_OPTION_TABLE: tuple[RunOption, ...] = (  # the order the door checks them in
         "min-judged",
         "min_judged",
         "the fewest judged cases each named suite needs: below it the suite reads TOO FEW JUDGED and `mtp-harness run` "
-        "exits 6, as it does for a suite that judged nothing (a CI lane's floors, from its measured counts)",
+        "exits 6, as it does for a suite that judged nothing (a CI lane's floors, from its measured counts); 0 lets a "
+        "suite stay NOT JUDGED (a lane where every case of it is a measured expected failure)",
         metavar="SUITE=N[,SUITE=N...]",
         checked="known suites, each with a whole number",
         write=lambda floors: [",".join(f"{suite}={count}" for suite, count in floors)] if floors else [],

@@ -3,9 +3,11 @@ check's verdict counts (passed, near-tie, failed, error); an expected failure (a
 explained it) and a skip are not judged. A suite with failures is FAILED; a suite with cases but none judged is
 NOT JUDGED, with the findings that masked it and the `mtp-harness run` command that runs it beneath their fixes; a
 suite that judged fewer cases than its stated minimum (a CI lane's, from measured counts) is TOO FEW JUDGED; only a
-suite with judged cases (at least its minimum) and no failure is ok. A suite whose every case was skipped as not
-applicable to the decoder (the engine suite on the harness's own decoder: NOT_APPLICABLE) is "not applicable": no
-verdict it could have had is missing.
+suite with judged cases (at least its minimum) and no failure is ok. A stated minimum of 0 (`--min-judged
+sampling=0`: a CI lane whose measured count is 0, every case an expected failure) lets that suite stay NOT JUDGED
+without failing the run: it still reads NOT JUDGED, with its masking findings. A suite whose every case was skipped
+as not applicable to the decoder (the engine suite on the harness's own decoder: NOT_APPLICABLE) is "not applicable":
+no verdict it could have had is missing.
 
 The run's verdict follows (`run_verdict`): FAILED where a suite failed or pytest did, NOT JUDGED where a suite judged
 nothing or too few, else ok; `mtp-harness run` and `summarize --json` give it as an exit status (NOT_JUDGED_EXIT where
@@ -45,7 +47,7 @@ class SuiteJudgement:
     # finding slug -> cases it explained (a case explained by several findings counts for each of them)
     expected_failures: Mapping[str, int] = field(default_factory=dict)
     not_judged: Mapping[str, int] = field(default_factory=dict)  # skip reason -> cases
-    minimum: int = 0  # the fewest judged cases the run asks of it (0: any number but none)
+    minimum: int | None = None  # the fewest judged cases the run asked of it (None: not stated, at least one)
 
     @property
     def judged(self) -> int:
@@ -69,6 +71,11 @@ class SuiteJudgement:
         )
 
     @property
+    def floor(self) -> int:
+        """The fewest judged cases the suite needs: its stated minimum, else one."""
+        return 1 if self.minimum is None else self.minimum
+
+    @property
     def verdict(self) -> str:
         if self.failed:
             return FAILED
@@ -76,12 +83,13 @@ class SuiteJudgement:
             return NOT_APPLICABLE_VERDICT
         if not self.judged:
             return NOT_JUDGED
-        return TOO_FEW if self.judged < self.minimum else OK
+        return TOO_FEW if self.judged < self.floor else OK
 
     @property
     def falls_short(self) -> bool:
-        """NOT JUDGED or TOO FEW JUDGED: the suite did not judge what the run needs of it."""
-        return self.verdict in (NOT_JUDGED, TOO_FEW)
+        """NOT JUDGED or TOO FEW JUDGED below the suite's floor: the suite did not judge what the run needs of it (a
+        suite NOT JUDGED under a stated minimum of 0 does not fall short)."""
+        return self.verdict in (NOT_JUDGED, TOO_FEW) and self.judged < self.floor
 
     @property
     def masking_findings(self) -> tuple[str, ...]:
@@ -138,7 +146,7 @@ def judge(
             xfailed=t["outcomes"]["xfailed"],
             expected_failures=dict(t["known"].most_common()),
             not_judged=dict(t["skips"].most_common()),
-            minimum=minimum.get(name, 0),
+            minimum=minimum.get(name),
         )
         for name, t in tallies.items()
     ]
@@ -197,7 +205,8 @@ def judgement_text(cases: Iterable[CaseRecord], run: RunHeader) -> str:
             lines.append(f"  {j.suite} TOO FEW JUDGED: {j.judged}, fewer than the {j.minimum} this run asked of it")
         if j.verdict == NOT_JUDGED:
             masked = ", ".join(j.masking_findings) or "no finding: every case was skipped"
-            lines.append(f"  {j.suite} NOT JUDGED: nothing in it was judged ({masked})")
+            allowed = "; the run allowed it (a minimum of 0)" if not j.falls_short else ""
+            lines.append(f"  {j.suite} NOT JUDGED: nothing in it was judged ({masked}){allowed}")
             beneath = beneath_command(j, run)
             if beneath:
                 lines.append(f"  {j.suite} beneath those findings' fixes: {shlex.join(beneath)}")

@@ -33,7 +33,7 @@ from harness.contract.records import (
 from harness.report import charts
 from harness.report.coverage import greedy_coverage
 from harness.report.engine_evidence import required_counters
-from harness.report.judgement import beneath_command, judge_run
+from harness.report.judgement import NOT_JUDGED, TOO_FEW, beneath_command, judge_run
 from harness.report.page_templates import templates
 from harness.report.timeline import timeline_svg
 
@@ -136,7 +136,7 @@ def _page(results: Results) -> dict[str, Any]:
         "verdict": _verdict(run, cases),
         "summary_by_suite": _summary(cases, "suite", run),
         "summary_by_decoder": _summary(cases, "decoder", run),
-        "not_judged": [j for j in judge_run(cases, run) if j.falls_short],
+        "not_judged": [j for j in judge_run(cases, run) if j.verdict in (NOT_JUDGED, TOO_FEW)],
         "totals": Counter(case["outcome"] for case in cases),
         "failures": [case for case in cases if case["outcome"] in FAILING],
         "groups": [_group_view(group) for group in results["groups"]],
