@@ -65,3 +65,21 @@ def test_the_cpu_shim_runs_v2s_top_k_top_p_kernel_as_vllms_pytorch_implementatio
     lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     assert done.returncode == 0 and len(lines) == 4, done.stdout[-2000:] + done.stderr[-3000:]
     assert all(line["equal"] for line in lines), lines
+
+
+def test_the_shims_speed_measures_leave_v2s_tokens_samples_and_acceptance_as_they_were():
+    """cpu_triton.interpreter_speed_measures: one V2 engine decodes the same greedy and seeded sampled requests with
+    Triton's interpreter as shipped and with the measures (greedy and probabilistic drafts): equal tokens,
+    log-probabilities and speculative-decoding counters, in less time."""
+    script = Path(__file__).with_name("v2_speed_measures.py")
+    done = subprocess.run(
+        [str(VLLM.python("cpu")), str(script)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, **ONE_THREAD},
+    )
+    lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    assert done.returncode == 0 and len(lines) == 2, done.stdout[-2000:] + done.stderr[-3000:]
+    assert all(line["equal"] and line["counters"]["vllm:spec_decode_num_drafts"][0] > 0 for line in lines), lines
+    assert all(measured < shipped for shipped, measured in (line["seconds"] for line in lines)), lines
