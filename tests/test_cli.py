@@ -159,8 +159,12 @@ def test_the_run_verdict_names_a_suite_that_judged_nothing(tmp_path):
     cases = [case("greedy", "passed"), case("sampling", "xfailed"), case("engine", "skipped"), case("x", "failed")]
     cases.append(case("features", "skipped", "not applicable: decoder 'x' serves no feature"))
     results.write_text(json.dumps({"run": {"command": ""}, "cases": cases}))
-    assert not_judged_suites(results) == ["engine", "sampling"], "not applicable: left out of the default selection"
-    assert not_judged_suites(results, asked=("features",)) == ["engine", "sampling", "features"], "asked by name"
+    unjudged = [("engine", "NOT JUDGED"), ("sampling", "NOT JUDGED")]
+    assert not_judged_suites(results) == unjudged, "not applicable: left out of the default selection"
+    asked = not_judged_suites(results, asked=("features",))
+    assert asked == [*unjudged, ("features", "not applicable")], "asked by name"
+    results.write_text(json.dumps({"run": {"command": "", "min_judged": {"greedy": 2}}, "cases": cases}))
+    assert ("greedy", "TOO FEW JUDGED") in not_judged_suites(results), "the verdict each suite had"
     assert not_judged_suites(tmp_path / "missing.json") == [], "a run that wrote no results names no suite"
 
 
@@ -200,4 +204,4 @@ def test_a_run_in_which_a_suite_judged_nothing_exits_with_its_own_status(tmp_pat
     monkeypatch.setattr(run.time, "strftime", lambda pattern: "r")
     monkeypatch.setattr(subprocess, "Popen", Pytest)
     assert main(["run", "--suite", "sampling", "--report-dir", str(tmp_path / "reports"), "-n", "0"]) == 6
-    assert "NOT JUDGED: sampling" in capsys.readouterr().out
+    assert "NOT JUDGED: sampling (NOT JUDGED)" in capsys.readouterr().out

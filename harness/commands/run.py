@@ -117,17 +117,17 @@ def pytest_command(args: argparse.Namespace, given: dict[str, Given], junit: Pat
     return command + extra
 
 
-def not_judged_suites(results_json: Path, asked: tuple[str, ...] = ()) -> list[str]:
+def not_judged_suites(results_json: Path, asked: tuple[str, ...] = ()) -> list[tuple[str, str]]:
     """The suites of a run's results.json that judged none of their cases, or fewer than the run asked of them
-    (harness/report/judgement.py); a suite not applicable to the decoder is none of them unless it was `asked` for by
-    name (`--suite engine` on a decoder with no engine: nothing of what was asked was judged)."""
+    (harness/report/judgement.py), each with its verdict; a suite not applicable to the decoder is none of them unless
+    it was `asked` for by name (`--suite engine` on a decoder with no engine: nothing of what was asked was judged)."""
     from harness.report.judgement import NOT_APPLICABLE_VERDICT, judge_run
 
     if not results_json.is_file():
         return []
     results = json.loads(results_json.read_text())
     return [
-        j.suite
+        (j.suite, j.verdict)
         for j in judge_run(results["cases"], results["run"])
         if j.falls_short or (j.verdict == NOT_APPLICABLE_VERDICT and j.suite in asked)
     ]
@@ -173,7 +173,7 @@ def main(args: argparse.Namespace) -> int:
     print(f"mtp-harness: {verdict} in {elapsed:.1f}s (pytest exit code {code}); {where}")
     if unjudged:  # silence is never success: a suite that judged nothing fails the run
         print(
-            f"mtp-harness: NOT JUDGED: {', '.join(unjudged)} (none of its cases judged, or fewer than asked; the "
+            f"mtp-harness: NOT JUDGED: {', '.join(f'{suite} ({verdict})' for suite, verdict in unjudged)} (the "
             f"summary above says why): exit status {NOT_JUDGED_EXIT}"
         )
         return code or NOT_JUDGED_EXIT
