@@ -112,16 +112,19 @@ def vllm(session: nox.Session) -> None:
         for model in VLLM_MODELS:
             report_dir = f"reports/nox-vllm-{fixes}-{model}"
             runs.append(report_dir)
+            # as shipped, every sampling case is an expected failure of the CPU expand kernel (docs/findings/): the
+            # suite reads NOT JUDGED, which its floor of 0 allows, and any other failure fails the session
+            floors = ["--min-judged", "sampling=0"] if fixes == "none" else []
             session.run(
                 "mtp-harness", "run", "--decoder", "vllm-mtp", "--model", model, "--engine-fixes", fixes,
-                "--report-dir", report_dir, *session.posargs,
+                "--report-dir", report_dir, *floors, *session.posargs,
             )  # fmt: skip
     session.run("mtp-harness", "summarize", *runs)
 
 
-# Model Runner V2 on CPU runs its Triton kernels in Triton's interpreter, about 30 times slower than V1 per case: the
-# sampling family at TV 0.2 (N 421..603 a law case, 132 sequences a whole-sequence case at the smoke budget) is what
-# about 20 minutes allow
+# Model Runner V2 on CPU runs its Triton kernels in Triton's interpreter, several times slower than V1 per case (a
+# greedy request of 48 tokens: 0.82 s against 0.10 s, docs/engines/vllm.md): the sampling family at TV 0.2 is what
+# about 20 minutes allowed (measured before the shim's speed measures)
 V2_SAMPLING_TV = "0.2"
 
 
