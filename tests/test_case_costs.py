@@ -221,3 +221,34 @@ def test_a_case_that_carries_its_functions_shared_computation_has_a_prior_of_its
     installed = "lib/python3.11/site-packages/harness/suites/sampling/test_s.py::test_law[{}]@sampling"
     costs = case_costs([installed.format("first"), installed.format(3)], {}, function_priors_for(default, path))
     assert costs == {installed.format("first"): 40.0, installed.format(3): 0.01}
+
+
+def test_an_engine_run_costs_its_cases_by_the_priors_of_its_decoder_and_runner_whatever_its_model(
+    tmp_path, monkeypatch
+):
+    """A first V2 run printed "75/1251 cases (5%), 8m 21s elapsed, about 32s left": its costs were the harness
+    decoder's. An engine's decoder on a runner has priors of its own, measured on any model, budget and fixes."""
+    import harness.plugin.case_costs as case_costs_module
+    from harness.plugin.case_costs import engine_priors_file, function_priors_for, main
+
+    v2 = RunOptions(decoder="vllm-mtp", model="tiny-mimo", engine=EngineOptions(runner="v2"))
+    results = tmp_path / "results.json"
+    results.write_text(
+        json.dumps({"run": {"options": v2.to_record()}, "cases": [{"nodeid": GREEDY, "duration_s": 0.6}]})
+    )
+    engines = tmp_path / "engine_priors"
+    monkeypatch.setattr(case_costs_module, "ENGINE_PRIORS_DIR", engines)
+    assert main(["measured here", str(results)]) == 0
+    assert engine_priors_file("vllm-mtp", "v2", engines).is_file()
+    glm4 = RunOptions(decoder="vllm-mtp", model="tiny-glm4-moe", budget="smoke", engine=EngineOptions(runner="v2"))
+    none = tmp_path / "none.json"
+    assert function_priors_for(glm4, none, engines) == {"test_g.py::test_natural": 0.6}
+    v1 = RunOptions(decoder="vllm-mtp", engine=EngineOptions(runner="v1"))
+    assert function_priors_for(v1, none, engines) == {}, "V1's cases: not V2's priors"
+    assert function_priors_for(RunOptions(), none, engines) == {}, "the harness's decoder: its own kind only"
+    monkeypatch.undo()
+    # the committed ones (the door resolves the runner: vLLM's v1 on CPU, llama.cpp's source build), each covering
+    # its greedy suite
+    for decoder, runner in (("vllm-mtp", "v1"), ("vllm-mtp", "v2"), ("llamacpp-mtp", "source")):
+        options = RunOptions(decoder=decoder, engine=EngineOptions(runner=runner))
+        assert "test_forced_rejections.py::test_forced_rejections_keep_the_reference" in function_priors_for(options)

@@ -12,7 +12,11 @@ A case's cost is, in this order of preference:
    test function (the mean duration of its other cases), where the run is of the kind the priors were measured on
    (FUNCTION_PRIORS_FILE: default runs on the 2-core reference machine, written by `python -m
    harness.plugin.case_costs NOTE RESULTS_JSON...`), so that a first default run in a report directory orders its
-   cases and counts its time left as well as a later one;
+   cases and counts its time left as well as a later one; for an engine's decoder, the priors measured on that
+   decoder and runner (ENGINE_PRIORS_DIR, `<decoder>-<runner>.json`, e.g. `vllm-mtp-v2.json`, written by the same
+   command from engine runs:
+   any model, budget and fixes, pooled), since a case of vLLM's V2 in Triton's interpreter costs about ten times
+   V1's and V1's several times the harness decoder's;
 4. the prior of its suite (SUITE_PRIORS_S), in seconds on the 2-core reference machine.
 
 The time left (time_left_s), with w workers: what each unfinished case still needs, spread over the workers but never
@@ -50,6 +54,8 @@ SUITE_PRIORS_S: Mapping[str, float] = {
 }
 DEFAULT_SUITE = "greedy"
 FUNCTION_PRIORS_FILE = Path(__file__).with_name("function_priors.json")
+ENGINE_PRIORS_DIR = Path(__file__).with_name("engine_priors")  # <decoder>-<runner>.json: an engine's cases'
+HARNESS_DECODERS = ("mtp",)  # decoders whose priors are FUNCTION_PRIORS_FILE's kind, exactly
 CASE_PRIOR_MIN_S, CASE_PRIOR_FACTOR = 1.0, 5.0  # a case that carries a shared computation (case_priors)
 XDIST_GROUP_SUFFIX = re.compile(r"@[^\[\]@/:]+$")  # `--dist loadgroup` appends "@<group>" to node ids
 
@@ -189,11 +195,26 @@ def load_function_priors(path: Path = FUNCTION_PRIORS_FILE) -> tuple[dict[str, s
         return {}, {}
 
 
-def function_priors_for(options: RunOptions, path: Path = FUNCTION_PRIORS_FILE) -> dict[str, float]:
+def engine_priors_file(decoder: str, runner: str | None, directory: Path = ENGINE_PRIORS_DIR) -> Path:
+    """Where the priors of an engine's decoder on a runner are (the door resolves a run's runner: vLLM's v1 on CPU,
+    llama.cpp's source build; `default` where none is)."""
+    return directory / f"{decoder}-{runner or 'default'}.json"
+
+
+def function_priors_for(
+    options: RunOptions, path: Path = FUNCTION_PRIORS_FILE, engines: Path = ENGINE_PRIORS_DIR
+) -> dict[str, float]:
     """The function priors where the run is of the kind they were measured on (a skipped engine test costs nothing
-    under the harness's own decoder and seconds under an engine's); none elsewhere (the suites' priors then)."""
+    under the harness's own decoder and seconds under an engine's); for an engine's decoder, those measured on its
+    decoder and runner, whatever the model, budget or fixes; none elsewhere (the suites' priors then)."""
     kind, priors = load_function_priors(path)
-    return priors if kind == run_kind(options) else {}
+    if kind == run_kind(options):
+        return priors
+    if options.decoder in HARNESS_DECODERS:
+        return {}
+    kind, priors = load_function_priors(engine_priors_file(options.decoder, options.engine.runner, engines))
+    same = kind.get("decoder") == options.decoder and (kind.get("engine") or {}).get("runner") == options.engine.runner
+    return priors if same else {}
 
 
 def case_costs(
@@ -251,7 +272,8 @@ def time_left_s(needs: Mapping[str, float], workers: int = 1) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     """`python -m harness.plugin.case_costs NOTE RESULTS_JSON...`: write FUNCTION_PRIORS_FILE from default runs'
-    results.json files (their cases pooled; NOTE: where and when they were measured, kept in the file)."""
+    results.json files, or an engine's priors (ENGINE_PRIORS_DIR) from runs of one engine decoder and runner (their
+    cases pooled; NOTE: where and when they were measured, kept in the file)."""
     import sys
 
     args = sys.argv[1:] if argv is None else argv
@@ -261,16 +283,24 @@ def main(argv: list[str] | None = None) -> int:
     note, paths = args[0], args[1:]
     runs = [json.loads(Path(path).read_text()) for path in paths]
     kinds = [recorded_kind(run) for run in runs]
-    if any(kind != kinds[0] for kind in kinds):
+    engine = kinds[0]["decoder"] not in HARNESS_DECODERS
+    pooled = [(kind["decoder"], kind["engine"]["runner"]) if engine else kind for kind in kinds]
+    if any(key != pooled[0] for key in pooled):
         print(f"the runs are of different kinds: {kinds}", file=sys.stderr)
         return 2
     kind = kinds[0]
+    target = (
+        engine_priors_file(kind["decoder"], kind["engine"]["runner"], ENGINE_PRIORS_DIR)
+        if engine
+        else FUNCTION_PRIORS_FILE
+    )
     cases = [case for run in runs for case in run["cases"]]
     priors = {"measured": note, "run": kind, "functions": function_priors(cases), "cases": case_priors(cases)}
-    FUNCTION_PRIORS_FILE.write_text(json.dumps(priors, indent=1) + "\n")
+    target.parent.mkdir(exist_ok=True)
+    target.write_text(json.dumps(priors, indent=1) + "\n")
     print(
-        f"{FUNCTION_PRIORS_FILE}: {len(priors['functions'])} test functions and {len(priors['cases'])} cases that "
-        f"carry a shared computation, from {len(cases)} cases"
+        f"{target}: {len(priors['functions'])} test functions and {len(priors['cases'])} cases that carry a shared "
+        f"computation, from {len(cases)} cases"
     )
     return 0
 
