@@ -1,6 +1,7 @@
 """`mtp-harness bench`: the harness's speed. `decoder`: the batched MTP decoder against transformers' MTP loop
 (bench_decoder.py); `run` and `mutants`: a job run as a user runs it, timed against its goal (bench_jobs.py); `vllm`:
-the harness's overhead on vLLM against vLLM's own generate (bench_overhead.py)."""
+the harness's overhead on vLLM against vLLM's own generate (bench_overhead.py); `runners` and `v2-sampling`: vLLM's
+Model Runner V2 against V1, and V2's sampling suite (bench_runners.py)."""
 
 from __future__ import annotations
 
@@ -16,11 +17,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--job",
         action="append",
-        choices=("decoder", "run", "mutants", "vllm"),
+        choices=("decoder", "run", "mutants", "vllm", "runners", "v2-sampling"),
         help="decoder (default): samples/s of the MTP decoder vs transformers; run: `mtp-harness run` with no options, "
         "timed against 3 minutes, with its time left at 25/50/75%% against the time actually left; mutants: the "
         "catalogue at the ci budget, timed against 15 minutes; vllm: the vllm-mtp subject's decode against vLLM's "
-        "own LLM.generate, 100 requests x 32 tokens on tiny-mimo at k=2, against 1.2x (repeat --job for several)",
+        "own LLM.generate, 100 requests x 32 tokens on tiny-mimo at k=2, against 1.2x; runners: vLLM's greedy "
+        "cases at k=2 on Model Runner V1 and V2, median case cost V2/V1 against 3x; v2-sampling: the sampling suite "
+        "on V2 at the smoke budget against 10 minutes (repeat --job for several)",
     )
     parser.add_argument(
         "--repeats", type=int, default=5, help="vllm job: measured decodes on each path, medians (default 5)"
@@ -49,6 +52,8 @@ def main(args: argparse.Namespace) -> int:
     failed = bench_jobs(timed, args.json) if timed else 0
     if "vllm" in jobs:
         failed = bench_vllm(args.repeats, args.json) or failed
+    if "runners" in jobs or "v2-sampling" in jobs:
+        failed = bench_runners(jobs, args.json) or failed
     if "decoder" in jobs:
         failed = bench_decoder(args) or failed
     return failed
@@ -61,6 +66,24 @@ def bench_vllm(repeats: int, as_json: bool) -> int:
     result = measure_overhead("vllm-mtp", repeats=repeats)
     print(json.dumps(result.to_dict(), indent=2) if as_json else result.summary())
     return 0
+
+
+def bench_runners(jobs: list[str], as_json: bool) -> int:
+    """vLLM's Model Runner V2 against V1, and V2's sampling suite (harness/commands/bench_runners.py); 1 when a run
+    failed."""
+    from harness.commands.bench_runners import compare_runners, time_v2_sampling, v2_sampling_summary
+
+    failed = 0
+    if "runners" in jobs:
+        comparison = compare_runners()
+        print(json.dumps(comparison.to_dict(), indent=2) if as_json else comparison.summary())
+        failed = int(bool(comparison.v1.exit_code or comparison.v2.exit_code))
+    if "v2-sampling" in jobs:
+        sampling = time_v2_sampling()
+        shown = {key: value for key, value in sampling.items() if key != "case_seconds"}
+        print(json.dumps(shown, indent=2) if as_json else v2_sampling_summary(sampling))
+        failed = failed or int(bool(sampling["exit_code"]))
+    return failed
 
 
 def bench_jobs(jobs: list[str], as_json: bool) -> int:
