@@ -132,7 +132,8 @@ V2_SAMPLING_TV = "0.2"
 def vllm_v2(session: nox.Session) -> None:
     """vLLM's Model Runner V2 (what vLLM runs on CUDA) as the subject on this CPU: every suite against `vllm-mtp
     --engine-runner v2` on each fixture vLLM serves, as shipped, at the smoke budget with the sampling suite at
-    --harness-sampling-tv 0.2, and the counts of the runs. Options after `--` go to `mtp-harness run`."""
+    --harness-sampling-tv 0.2, then the sampling suite with a rejection-sampler mutant put into V2 (it must fail),
+    and the counts of the runs. Options after `--` go to `mtp-harness run`."""
     install(session)
     session.run("mtp-harness", "engine", "install", "vllm")
     runs = []
@@ -144,6 +145,14 @@ def vllm_v2(session: nox.Session) -> None:
             "--budget", "smoke", "--report-dir", report_dir, *session.posargs,
             "--", f"--harness-sampling-tv={V2_SAMPLING_TV}",
         )  # fmt: skip
+    # a rejection-sampler bug of the harness's own making that changes only sampled requests
+    # (tests/v2_rejection_mutant: the rejected draft kept as the emitted token): the sampling suite must fail on it
+    session.run(
+        "mtp-harness", "run", "--decoder", "vllm-mtp", "--model", VLLM_MODELS[0], "--engine-runner", "v2",
+        "--suite", "sampling", "--budget", "smoke", "--report-dir", "reports/nox-vllm-v2-rejection-mutant",
+        *session.posargs, "--", f"--harness-sampling-tv={V2_SAMPLING_TV}",
+        env={"PYTHONPATH": os.path.abspath("tests/v2_rejection_mutant")}, success_codes=[1],
+    )  # fmt: skip
     session.run("mtp-harness", "summarize", *runs)
 
 
