@@ -22,7 +22,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "timed against 3 minutes, with its time left at 25/50/75%% against the time actually left; mutants: the "
         "catalogue at the ci budget, timed against 15 minutes; vllm: the vllm-mtp subject's decode against vLLM's "
         "own LLM.generate, 100 requests x 32 tokens on tiny-mimo at k=2, against 1.2x; runners: vLLM's greedy "
-        "cases at k=2 on Model Runner V1 and V2, median case cost V2/V1 against 3x; v2-sampling: the sampling suite "
+        "cases at k=2 on Model Runner V1 and V2, summed case seconds V2/V1 against 3x; v2-sampling: the sampling suite "
         "on V2 at the smoke budget against 10 minutes (repeat --job for several)",
     )
     parser.add_argument(

@@ -4,8 +4,11 @@ suites as a user runs them (`mtp-harness run --decoder vllm-mtp`, one worker).
 - runners: the greedy suite's k = 2 cases (every prompt, every forced-rejection schedule, both batch layouts: the CI's
   V2 slice) on V1 and on V2, one after the other; each case's duration from its run's results.json, and over the
   cases both ran
-      ratio = median(V2 case seconds) / median(V1 case seconds)        (goal: at most RUNNER_RATIO_GOAL)
-  beside each run's wall time (engine starts included);
+      ratio = sum(V2 case seconds) / sum(V1 case seconds)              (goal: at most RUNNER_RATIO_GOAL)
+  beside the median cases and each run's wall time (engine starts included). The sum, not the median: the cases
+  share their decodes (the first case of a batch decodes it for every forced-rejection schedule cut from it), so
+  the median case is one that decoded nothing (measured: 2.0 ms on V1, 1.7 ms on V2, a ratio of 0.85 that says
+  nothing of V2's cost);
 - v2-sampling: the sampling suite on V2 at the smoke budget, its wall time against V2_SAMPLING_GOAL_S.
 
 Wall-clock on a possibly shared machine: run it on an idle one; the ratio compares two runs made minutes apart.
@@ -22,7 +25,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-RUNNER_RATIO_GOAL = 3.0  # issue 65: a V2 greedy case at most 3x a V1 one
+RUNNER_RATIO_GOAL = 3.0  # issue 65: a V2 greedy case at most 3x a V1 one (here: their sums)
 V2_SAMPLING_GOAL_S = 600.0  # issue 65: the sampling family on V2 at the smoke budget under 10 minutes
 GREEDY_SLICE = "k2"  # the CI's V2 slice (.ci/run)
 
@@ -64,15 +67,19 @@ class RunnerComparison:
     def median(self, timing: RunTiming) -> float:
         return statistics.median(timing.case_seconds[nodeid] for nodeid in self.common) if self.common else 0.0
 
+    def total(self, timing: RunTiming) -> float:
+        return sum(timing.case_seconds[nodeid] for nodeid in self.common)
+
     @property
     def ratio(self) -> float:
-        v1 = self.median(self.v1)
-        return self.median(self.v2) / v1 if v1 else float("inf")
+        v1 = self.total(self.v1)
+        return self.total(self.v2) / v1 if v1 else float("inf")
 
     def to_dict(self) -> dict[str, object]:
         return {
             "model": self.model,
             "cases": len(self.common),
+            "total_case_s": {"v1": round(self.total(self.v1), 3), "v2": round(self.total(self.v2), 3)},
             "median_case_s": {"v1": self.median(self.v1), "v2": self.median(self.v2)},
             "ratio": self.ratio,
             "goal": RUNNER_RATIO_GOAL,
@@ -83,8 +90,8 @@ class RunnerComparison:
     def summary(self) -> str:
         verdict = "within" if self.ratio <= RUNNER_RATIO_GOAL else "over"
         return (
-            f"runners on {self.model}: {len(self.common)} greedy cases (k = 2) on both; median case V1 "
-            f"{self.median(self.v1) * 1000:.1f} ms, V2 {self.median(self.v2) * 1000:.1f} ms: V2/V1 {self.ratio:.2f}x "
+            f"runners on {self.model}: {len(self.common)} greedy cases (k = 2) on both; their seconds V1 "
+            f"{self.total(self.v1):.1f} s, V2 {self.total(self.v2):.1f} s: V2/V1 {self.ratio:.2f}x "
             f"(goal at most {RUNNER_RATIO_GOAL:.0f}x: {verdict}); runs V1 {self.v1.wall_s:.0f} s, V2 "
             f"{self.v2.wall_s:.0f} s wall, exit codes {self.v1.exit_code} and {self.v2.exit_code}"
         )
