@@ -143,6 +143,20 @@ def test_the_text_names_a_not_judged_suite_its_finding_and_the_command_beneath()
     assert text.splitlines()[1].split()[-2:] == ["NOT", "JUDGED"]
 
 
+def test_no_command_beneath_where_it_could_not_run_another_release_or_a_finding_without_a_fix():
+    """The door refuses --engine-fixes on a release other than the pinned one, and a finding with no fix has nothing
+    to apply: the text must not print a command that stops at the door."""
+    slug = "transformers-mtp-builds-a-dense-mlp-for-the-moe-mtp-layer"  # a transformers release's: no fix
+    masked = [case("greedy", "xfailed", known={"findings": [slug], "explanation": ""})]
+    [j] = judge(masked)
+    release = RunOptions(decoder="transformers-mtp", engine=EngineOptions(version="5.15.0"))
+    assert beneath_command(j, header(release)) is None
+    assert beneath_command(j, header(RunOptions(decoder="transformers-mtp"))) is None  # no fix to apply
+    assert "beneath those findings' fixes" not in judgement_text(masked, header(release))
+    [v] = judge([case("greedy", "xfailed", known=EXPAND)])
+    assert beneath_command(v, header(RunOptions(decoder="vllm-mtp", engine=EngineOptions(version="0.31.0")))) is None
+
+
 def test_the_command_beneath_keeps_the_runs_fixes_and_adds_the_masking_ones():
     options = RunOptions(decoder="vllm-mtp", engine=EngineOptions(fixes=("a-fix",), runner="v2"))
     [j] = judge([case("sampling", "xfailed", known={"findings": ["b-fix", "c-fix"], "explanation": ""})])

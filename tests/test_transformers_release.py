@@ -19,7 +19,12 @@ from harness.subjects.engines.abilities import PinnedInProcess
 from harness.subjects.engines.engine import Engine
 from harness.subjects.engines.environments import NO_MTP, EngineEnvironment, Flavour
 from harness.subjects.engines.registry import engine_of_decoder
-from harness.subjects.engines.transformers.environment import ENVIRONMENT, MTP_PROBE
+from harness.subjects.engines.transformers.environment import (
+    ENVIRONMENT,
+    MTP_PROBE,
+    SERVER_IMPORTS,
+    SERVER_NEEDS,
+)
 
 PINNED = distribution_version("transformers")
 ENGINE = transformers_engine.ENGINE
@@ -71,6 +76,47 @@ def test_a_release_without_mtp_generation_is_named_by_its_probe(tmp_path):
     assert subprocess.run([sys.executable, "-c", MTP_PROBE]).returncode == 0  # the harness's own has it
 
 
+# each third-party distribution a harness module imports while the server's harness modules load, by its importer
+TRACE_HARNESS_IMPORTS = """
+import builtins, importlib.metadata, json, sys
+real_import, found = builtins.__import__, set()
+def traced(name, globals=None, locals=None, fromlist=(), level=0):
+    importer = (globals or {}).get("__name__") or ""
+    if level == 0 and importer.split(".")[0] == "harness":
+        found.add(name.split(".")[0])
+    return real_import(name, globals, locals, fromlist, level)
+builtins.__import__ = traced
+for module in sys.argv[1:]:
+    __import__(module)
+distributions = importlib.metadata.packages_distributions()
+print(json.dumps(sorted({d for top in found for d in distributions.get(top, ())})))
+"""
+
+
+def requirement_name(requirement: str) -> str:
+    return requirement.split(";")[0].split("[")[0].split("=")[0].split("<")[0].split(">")[0].strip().lower()
+
+
+def test_a_release_environment_holds_every_distribution_the_server_s_harness_modules_import():
+    """The server imports the harness's package in the release's environment, where only torch, that transformers
+    (and what it requires) and SERVER_NEEDS are installed: every third-party module the harness's code imports on the
+    way must come from one of them (an import added to the harness without its distribution in SERVER_NEEDS fails
+    here; 5.15.0's environment once stopped every case with "No module named 'llguidance'")."""
+    import json
+    from importlib.metadata import requires
+
+    done = subprocess.run(
+        [sys.executable, "-c", TRACE_HARNESS_IMPORTS, *SERVER_IMPORTS], capture_output=True, text=True, check=True
+    )
+    imported = {name.lower() for name in json.loads(done.stdout)} - {"mtp-harness"}
+    transformers_needs = {requirement_name(r) for r in requires("transformers") or () if "extra ==" not in r}
+    installed = {"torch", "transformers"} | transformers_needs | {requirement_name(r) for r in SERVER_NEEDS}
+    assert imported, "the trace saw no import: it traces nothing"
+    assert imported <= installed, f"not in a release's environment: {sorted(imported - installed)}"
+    for flavour in ENVIRONMENT.flavours:
+        assert flavour.after == SERVER_NEEDS
+
+
 def test_an_engine_may_have_several_decoders_that_speculate_and_at_most_one_that_does_not():
     environment = EngineEnvironment("x", (Flavour("cpu", "x", "1.0"),), "import x")
     fields = dict(
@@ -116,11 +162,63 @@ def test_the_server_returns_what_the_in_process_subject_returns(decoder, fixture
         out_of_process.close()
 
 
-def test_the_mtp_decoder_refuses_a_checkpoint_transformers_cannot_read_before_any_process(fixture_bundle):
-    from harness.subjects.engines.transformers.use_mtp import TransformersMTPUnsupported
+@pytest.fixture
+def release_environment(tmp_path, monkeypatch):
+    """An environment of transformers "5.23.0" as `engine install --version` leaves it, whose Python is the
+    harness's own (so its transformers is the pinned one: what the door measures is that release's answer)."""
+    import json
 
-    with pytest.raises(TransformersMTPUnsupported, match="no weight mapping for the MiMo layout"):
-        ENGINE.build("transformers-mtp", fixture_bundle("tiny-mimo"), EngineOptions(version="5.23.0"))
+    monkeypatch.setenv("MTP_HARNESS_ENGINES", str(tmp_path))
+    home = tmp_path / "transformers-cpu-5.23.0"
+    (home / "bin").mkdir(parents=True)
+    python = home / "bin" / "python"
+    python.write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    python.chmod(0o755)
+    (home / "engine.json").write_text(json.dumps({"engine": "transformers", "flavour": "cpu", "version": "5.23.0"}))
+    return "5.23.0"
+
+
+@pytest.mark.parametrize(
+    ("model", "reason"),
+    [
+        ("tiny-mimo", f"transformers {PINNED}: its MtpModel has no weight mapping for the MiMo layout"),
+        ("tiny-qwen3-next", f"transformers {PINNED} has no MTP for Qwen3NextForCausalLM: its config has no "),
+    ],
+)
+def test_what_a_release_cannot_serve_stops_at_the_door_in_one_line_asked_of_that_release(
+    release_environment, model, reason
+):
+    """The door asks the release's own environment (model_probe.py, no weight loaded) and refuses in one line: a
+    refusal inside the engine's server would be reported as every case failed (issue 64: 25 failed, judged cases)."""
+    from harness.door import UsageError
+
+    with pytest.raises(UsageError) as error:
+        run_options(engine_version=release_environment, model=model)
+    said = str(error.value)
+    assert said.startswith(f"--model {model}: {reason}") and "\n" not in said
+    assert run_options(engine_version=release_environment).engine.version == release_environment  # tiny-deepseek-v3
+    assert run_options(engine_version=release_environment, decoder="transformers-assisted", model=model)  # no MTP
+
+
+def test_a_release_s_model_probe_is_its_own_not_the_harness_s(tmp_path):
+    """model_probe.py reads the release it runs in: a release whose config class has no num_mtp_layers for Mellum
+    (5.14 to 5.19, measured) refuses tiny-mtp-prefix, which the harness's own release serves."""
+    from harness.contract.paths import resolve_model_path
+    from harness.subjects.engines.transformers.environment import release_mtp_problem
+
+    model = resolve_model_path("tiny-mtp-prefix")
+    assert release_mtp_problem("transformers-mtp", Path(sys.executable), model) is None
+    fake = tmp_path / "sitecustomize.py"  # such a release's Mellum config: num_nextn_predict_layers not mapped to it
+    fake.write_text(
+        "from transformers import MellumConfig\n"
+        "MellumConfig.attribute_map = {k: v for k, v in MellumConfig.attribute_map.items() if k != 'num_mtp_layers'}\n"
+    )
+    python = tmp_path / "python"
+    python.write_text(f'#!/bin/sh\nPYTHONPATH="{tmp_path}" exec "{sys.executable}" "$@"\n')
+    python.chmod(0o755)
+    said = release_mtp_problem("transformers-mtp", python, model)
+    assert said is not None and said.startswith(f"transformers {PINNED} has no MTP for MellumForCausalLM")
+    assert release_mtp_problem("transformers-assisted", python, model) is None
 
 
 def test_a_release_without_mtp_generation_refuses_transformers_mtp_instead_of_decoding_without_drafts(

@@ -120,8 +120,12 @@ def plan(args: argparse.Namespace) -> MatrixPlan:
 
 
 def install_all(p: MatrixPlan, log: Callable[[str], None]) -> dict[str, dict[str, Any]]:
-    """Every release installed (kept where it is) and probed for MTP; release -> its engine.json. Raises HarnessError
-    naming the first release that does not exist, does not install or has no MTP."""
+    """Every release installed (kept where it is) and probed for MTP; release -> its engine.json, with
+    `model_problem`: why the release cannot serve the model with the decoder, asked of the release as the door asks it
+    (its suites are then not run), else "". Raises HarnessError naming the first release that does not exist, does not
+    install or has no MTP."""
+    from harness.door.checks import release_model_problem
+
     environment = p.engine.environment
     installed = {}
     for version in p.versions:
@@ -129,7 +133,11 @@ def install_all(p: MatrixPlan, log: Callable[[str], None]) -> dict[str, dict[str
         problem = mtp_problem(environment, p.flavour, version)
         if problem:
             raise HarnessError(problem)
-        installed[version] = {**json.loads((python.parent.parent / ENGINE_INFO).read_text()), "python": str(python)}
+        info = json.loads((python.parent.parent / ENGINE_INFO).read_text())
+        model_problem = release_model_problem(p.engine, p.decoder, p.flavour, version, p.model)
+        if model_problem:
+            log(f"{version}: {model_problem}")
+        installed[version] = {**info, "python": str(python), "model_problem": model_problem}
     return installed
 
 
@@ -279,7 +287,13 @@ def main(args: argparse.Namespace) -> int:
         "command": shlex.join(["mtp-harness", *sys.argv[1:]]),
     }
     columns = [
-        {"version": v, "install": _install_record(installed[v]), "mtp_problem": None, "reproducers": {}, "run": None}
+        {
+            "version": v,
+            "install": _install_record(installed[v]),
+            "mtp_problem": installed[v]["model_problem"] or None,
+            "reproducers": {},
+            "run": None,
+        }
         for v in p.versions
     ]
     measured: dict[str, dict[str, str]] = {}
@@ -300,6 +314,9 @@ def main(args: argparse.Namespace) -> int:
     }
     write_matrix(matrix_record(p, header, columns, watched), directory)  # the verdicts kept before the long runs
     for column in columns:
+        if column["mtp_problem"]:
+            log(f"{column['version']}: the suites not run: {column['mtp_problem']}")
+            continue
         log(f"{column['version']}: the suites {p.suite} at budget {p.budget}")
         column["run"] = run_suites(p, column["version"], directory / column["version"], verdicts_file)
         log(f"{column['version']}: exit {column['run']['exit_code']} in {column['run']['seconds']} s")

@@ -32,6 +32,7 @@ from harness.subjects.engines.abilities import (
     ModelNeeds,
     ModelRunners,
     OwnReference,
+    ReleaseModelNeeds,
     SourceBuild,
 )
 from harness.subjects.engines.engine import Engine
@@ -144,8 +145,26 @@ def model_directory(model: str) -> Path:
 
 
 def model(value: str | None, reading: Reading) -> str:
-    """The model directory as checked_model checks it, under the run's reference and for the decoder's engine."""
-    return checked_model(value or str(DEFAULT_MODEL), reading.checked["reference"], reading.engine)
+    """The model directory as checked_model checks it, under the run's reference and for the decoder's engine; on
+    another release, what that release can serve of it, asked of the release (ReleaseModelNeeds)."""
+    checked = checked_model(value or str(DEFAULT_MODEL), reading.checked["reference"], reading.engine)
+    release = reading.checked["engine-version"]
+    problem = release_model_problem(
+        reading.engine, reading.checked["decoder"], flavour_of(reading.checked["device"]), release, checked
+    )
+    if problem:
+        raise Refusal(problem)
+    return checked
+
+
+def release_model_problem(engine: Engine | None, decoder: str, flavour: str, release: str | None, model: str) -> str:
+    """Why `release` of the engine (installed) cannot serve the model with `decoder`, asked in its environment; ""
+    where it can, or where the engine has no such question (or the run is of the pinned release)."""
+    needs = engine.ability(ReleaseModelNeeds) if engine is not None and release is not None else None
+    if needs is None:
+        return ""
+    python = engine.environment.python(flavour, release)  # type: ignore[union-attr]
+    return needs.problem(decoder, python, resolve_model_path(model)) or ""
 
 
 def checked_model(value: str, chosen: Reference, engine: Engine | None) -> str:

@@ -161,12 +161,25 @@ def judge_run(cases: Iterable[CaseRecord], run: Mapping[str, Any], key: str = "s
 
 def beneath_command(judgement: SuiteJudgement, run: RunHeader) -> list[str] | None:
     """`mtp-harness run` of this suite with the run's options and the masking findings' fixes added, or None where
-    no finding masked it."""
+    no finding masked it, or where that command could not run: a release other than the pinned one (the door
+    refuses --engine-fixes there: the fixes are written for the pinned release), or a masking finding with no fix."""
     if not judgement.masking_findings:
         return None
     options = RunOptions.from_record(run.get("options") or {})
+    if options.engine.version is not None or not all_fixable(options.decoder, judgement.masking_findings):
+        return None
     fixes = tuple(sorted(set(options.engine.fixes) | set(judgement.masking_findings)))
     return run_command(replace(options, engine=replace(options.engine, fixes=fixes)), judgement.suite)
+
+
+def all_fixable(decoder: str, slugs: Iterable[str]) -> bool:
+    """No finding named is one of the decoder's engine's without a fix (--engine-fixes could not apply it; a slug the
+    engine does not know is left to the door)."""
+    from harness.subjects.engines.registry import engine_of_decoder
+
+    engine = engine_of_decoder(decoder, any_release=True)
+    has_fix = {finding.slug: finding.fix is not None for finding in engine.findings} if engine is not None else {}
+    return all(has_fix.get(slug, True) for slug in slugs)
 
 
 def judgement_records(cases: Iterable[CaseRecord], run: RunHeader) -> list[dict[str, Any]]:

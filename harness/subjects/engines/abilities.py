@@ -10,6 +10,8 @@ without an ability simply does not list it, and the door refuses the option that
 - `OwnReference`: the engine can be its own reference (--reference engine): it decodes greedily without speculation
   and scores sequences;
 - `ModelNeeds`: what the engine needs of a model directory beyond the checkpoint (a GGUF);
+- `ReleaseModelNeeds`: whether another release can serve a model with a decoder, asked of that release in its own
+  environment (transformers: a release's MTP generation and the model families it reads);
 - `OverheadProbe`, `FailureReproducer`, `FindingReproducers`: what `mtp-harness bench`, triage and
   `mtp-harness matrix` run of it;
 - `PinnedInProcess`: its pinned release is the harness's own and runs in the harness's process.
@@ -112,6 +114,15 @@ class ModelNeeds:
     None (checked at the door)."""
 
     problem: Callable[[Path], str | None]
+
+
+@dataclass(frozen=True)
+class ReleaseModelNeeds:
+    """Whether a release other than the pinned one can serve a model directory with a decoder, measured in that
+    release's environment: (decoder, the environment's Python, directory) -> why it cannot, or None (checked at the
+    door, and by `mtp-harness matrix` for each release)."""
+
+    problem: Callable[[str, Path, Path], str | None]
 
 
 @dataclass(frozen=True)

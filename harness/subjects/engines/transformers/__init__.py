@@ -6,7 +6,9 @@ depths as the draft model), with forced drafts and verification passes taken fro
 `--decoder transformers-mtp --engine-version X`.
 
 `ENGINE` is the record the engine registry (harness/subjects/engines/registry.py) reads; `PinnedInProcess` names the
-in-process decoders. No findings: none has been measured in a transformers release yet, so nothing is excused.
+in-process decoders; `ReleaseModelNeeds` asks another release, at the door, whether it can serve the model
+(model_probe.py). The bugs found in releases are in findings/, one folder each (no fixes: they are not in the pinned
+release).
 
 Imports: harness.contract up to harness.triage, and harness.subjects.engines' shared modules."""
 
@@ -15,10 +17,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from harness.contract.run_options import DEFAULT_CONFIGURATION
-from harness.subjects.engines.abilities import PinnedInProcess
+from harness.subjects.engines.abilities import FindingReproducers, PinnedInProcess, ReleaseModelNeeds
 from harness.subjects.engines.configurations import EngineConfiguration
 from harness.subjects.engines.engine import Engine
-from harness.subjects.engines.transformers.environment import ENVIRONMENT, SERVER
+from harness.subjects.engines.transformers.environment import ENVIRONMENT, SERVER, release_mtp_problem
+from harness.subjects.engines.transformers.findings import FINDINGS
 
 if TYPE_CHECKING:
     from harness.contract.decoder import Decoder
@@ -56,5 +59,10 @@ ENGINE = Engine(
     server=SERVER,
     default_dtypes={"cpu": "float64", "cuda": "bfloat16"},  # as the in-process subjects: float64-exact on CPU
     configurations={DEFAULT_CONFIGURATION: EngineConfiguration(DEFAULT_CONFIGURATION, "transformers' generate")},
-    abilities=(PinnedInProcess({"transformers-mtp": in_process_mtp, "transformers-assisted": in_process_assisted}),),
+    findings=FINDINGS,
+    abilities=(
+        PinnedInProcess({"transformers-mtp": in_process_mtp, "transformers-assisted": in_process_assisted}),
+        ReleaseModelNeeds(release_mtp_problem),
+        FindingReproducers(lambda runner, model: (str(model),)),
+    ),
 )

@@ -13,7 +13,6 @@ from harness.subjects.engines.transformers.generation import (
     TransformersAssistedDecoder,
     mtp_serves,
 )
-from harness.subjects.engines.transformers.use_mtp import TransformersMTPUnsupported, transformers_mtp_problem
 
 if TYPE_CHECKING:
     from harness.contract.run_options import EngineOptions
@@ -43,7 +42,8 @@ class TransformersReleaseDecoder(EngineDecoder):
 
 class TransformersReleaseMTPDecoder(TransformersReleaseDecoder):
     """`transformers-mtp` of another release: one draft per MTP depth in use (k = 1 .. the checkpoint's depths); its
-    prefill pass samples output token 0 without drafts."""
+    prefill pass samples output token 0 without drafts. What the release cannot serve is refused at the door, asked
+    of the release itself (ReleaseModelNeeds: model_probe.py), and again by its server."""
 
     subject_name = "transformers-mtp"
     drafts_from = 1
@@ -51,11 +51,6 @@ class TransformersReleaseMTPDecoder(TransformersReleaseDecoder):
     def __init__(self, engine: Engine, bundle: ModelBundle, speculative: bool, options: EngineOptions) -> None:
         super().__init__(engine, bundle, speculative, options)
         self.serves = mtp_serves(bundle.layout.num_depths)
-
-    def check_bundle(self, bundle: ModelBundle) -> None:
-        problem = transformers_mtp_problem(bundle)
-        if problem is not None:
-            raise TransformersMTPUnsupported(problem)
 
 
 class TransformersReleaseAssistedDecoder(TransformersReleaseDecoder):

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import transformers
-from transformers import PreTrainedModel
+from transformers import PretrainedConfig, PreTrainedModel
 from transformers.generation import candidate_generator
 
 from harness.contract.errors import HarnessError
@@ -22,31 +22,41 @@ class TransformersMTPUnsupported(HarnessError):
 
 
 def transformers_mtp_problem(bundle: ModelBundle) -> str | None:
-    """Why transformers' MTP generation cannot read this bundle's checkpoint, or None.
+    """Why transformers' MTP generation cannot read this bundle's checkpoint, or None (mtp_generation_problem)."""
+    return mtp_generation_problem(bundle.target.config, type(bundle.target), bundle.layout.name)
 
-    transformers has no weight mapping for the MiMo layout, and no MTP for stateful (hybrid) models: 5.24 refuses
-    assisted generation on them; 5.25 no longer does, but its MTP generation needs `num_mtp_layers` in the config,
-    which a model family without MTP support in transformers (Qwen3-Next) does not have. Before 5.20 transformers
-    has no MTP generation at all, and takes generate(use_mtp=True) without a word, decoding with no draft: every
-    greedy check would pass with nothing tested (a release run out of process: harness/subjects/engines/transformers/)
+
+def mtp_generation_problem(config: PretrainedConfig, model_class: type, layout_name: str) -> str | None:
+    """Why this transformers release's MTP generation cannot serve a checkpoint of this config, model class and MTP
+    layout, or None; read from the release's own code, no weight loaded (model_probe.py asks it in a release's
+    environment at the door).
+
+    transformers has no weight mapping for the MiMo layout, and no MTP for stateful (hybrid) models: 5.14 to 5.24
+    refuse assisted generation on them; 5.25 no longer does, but its MTP generation needs `num_mtp_layers` in the
+    config, which a model family without MTP support in that release (Qwen3-Next; Mellum before 5.20) does not have.
+    A release without MTPCandidateGenerator (before 5.14) has no MTP generation at all, and takes
+    generate(use_mtp=True) without a word, decoding with no draft: every greedy check would pass with nothing tested
     """
     if not hasattr(candidate_generator, "MTPCandidateGenerator"):
         return (
             f"transformers {transformers.__version__} has no MTP generation (no MTPCandidateGenerator): "
-            "generate(use_mtp=True) would decode without drafts; run transformers-assisted on this release, or "
-            "transformers-mtp on 5.20 or later"
+            "generate(use_mtp=True) would decode without drafts; run transformers-assisted on this release"
         )
-    if getattr(bundle.target, "_is_stateful", False):
+    if getattr(model_class, "_is_stateful", False):
         return (
-            f"transformers refuses MTP on stateful models: {type(bundle.target).__name__} has recurrent layers "
-            "(generation/utils.py: 'assisted generation is not supported with stateful models')"
+            f"transformers {transformers.__version__} refuses MTP on stateful models: {model_class.__name__} has "
+            "recurrent layers (generation/utils.py: 'assisted generation is not supported with stateful models')"
         )
-    if bundle.layout.name == MIMO:
-        return "transformers' MtpModel has no weight mapping for the MiMo layout (model.mtp_layers.*)"
-    if getattr(bundle.target.config.get_text_config(), "num_mtp_layers", None) is None:
+    if layout_name == MIMO:
         return (
-            f"transformers has no MTP for {type(bundle.target).__name__}: its config has no num_mtp_layers, which "
-            "transformers' MTP generation reads (generation/candidate_generator.py, MTPCandidateGenerator)"
+            f"transformers {transformers.__version__}: its MtpModel has no weight mapping for the MiMo layout "
+            "(model.mtp_layers.*)"
+        )
+    if getattr(config.get_text_config(), "num_mtp_layers", None) is None:
+        return (
+            f"transformers {transformers.__version__} has no MTP for {model_class.__name__}: its config has no "
+            "num_mtp_layers, which transformers' MTP generation reads (generation/candidate_generator.py, "
+            "MTPCandidateGenerator)"
         )
     return None
 
