@@ -187,8 +187,22 @@ def llamacpp(session: nox.Session) -> None:
 # xllamacpp from 2026.8.10566, the first release that serves tiny-deepseek-v3's GGUF, through the pinned one
 VLLM_RELEASES = ("0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0")
 LLAMACPP_RELEASES = ("2026.8.10566", "2026.9.10809", "2026.9.11063", "2026.10.11549")
-# transformers releases with native MTP generation (5.20 on) other than the harness's own, which runs in its process
-TRANSFORMERS_RELEASES = ("5.20.0", "5.23.0")
+# transformers releases with MTP generation (5.14 on: generate(use_mtp=True), MTPCandidateGenerator), the newest patch
+# of each minor release, other than the harness's own (which runs in its process); measured in
+# docs/measurements/versions.md
+TRANSFORMERS_RELEASES = (
+    "5.14.1",
+    "5.15.1",
+    "5.16.1",
+    "5.17.0",
+    "5.18.0",
+    "5.19.0",
+    "5.20.2",
+    "5.21.1",
+    "5.22.2",
+    "5.23.0",
+    "5.24.0",
+)
 
 
 def run_matrix(session: nox.Session, decoder: str, model: str, releases: tuple[str, ...], *options: str) -> None:

@@ -31,21 +31,22 @@ FAKE = EngineEnvironment(
 )
 
 
-def wheel(folder, version, source):
-    """A wheel of the distribution fake-engine at `version` whose module fake_engine is `source`."""
+def wheel(folder, version, source, name="fake-engine"):
+    """A wheel of the distribution `name` at `version` whose module (the name with _) is `source`."""
+    module = name.replace("-", "_")
     files = {
-        "fake_engine/__init__.py": source,
-        f"fake_engine-{version}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: fake-engine\nVersion: {version}\n",
-        f"fake_engine-{version}.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\n"
+        f"{module}/__init__.py": source,
+        f"{module}-{version}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+        f"{module}-{version}.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\n"
         "Tag: py3-none-any\n",
     }
-    record_name = f"fake_engine-{version}.dist-info/RECORD"
+    record_name = f"{module}-{version}.dist-info/RECORD"
     lines = []
     for name, text in files.items():
         digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
         lines.append(f"{name},sha256={digest},{len(text.encode())}")
     files[record_name] = "\n".join([*lines, f"{record_name},,"]) + "\n"
-    path = folder / f"fake_engine-{version}-py3-none-any.whl"
+    path = folder / f"{module}-{version}-py3-none-any.whl"
     with zipfile.ZipFile(path, "w") as archive:
         for name, text in files.items():
             archive.writestr(name, text)
@@ -60,6 +61,7 @@ def index(tmp_path, monkeypatch):
     wheel(wheels, "1.0", "__version__ = '1.0'\n")
     wheel(wheels, "2.0", "__version__ = '2.0'\n")
     wheel(wheels, "3.0", "raise ImportError('this release is broken')\n")
+    wheel(wheels, "1.0", "", name="fake-helper")  # what the harness's code running beside an engine imports
     monkeypatch.setenv("PIP_NO_INDEX", "1")
     monkeypatch.setenv("PIP_FIND_LINKS", str(wheels))
     monkeypatch.setenv("MTP_HARNESS_ENGINES", str(tmp_path / "engines"))
@@ -80,6 +82,29 @@ def test_releases_install_side_by_side_with_their_time_and_size_and_are_removed_
     assert [info["version"] for info in installed_environments()] == ["1.0"]
     with pytest.raises(EngineEnvironmentError, match=r"no fake-engine cpu environment at version 2\.0"):
         remove(FAKE, "cpu", "2.0")
+
+
+def test_an_environment_holds_what_the_harness_s_code_there_imports_and_its_probe_proves_it(index):
+    """`after`: installed beside the engine (the transformers server imports the harness's package, which imports
+    llguidance); the probe imports it, so an environment without it is rebuilt, and one that cannot have it is
+    refused with the line that says why."""
+    needs_helper = EngineEnvironment(
+        name="fake-engine",
+        flavours=(Flavour("cpu", "fake-engine", "1.0", after=("fake-helper==1.0",)),),
+        probe="import fake_engine, fake_helper",
+        module="fake_engine",
+    )
+    python = install(needs_helper, "cpu", log=lambda line: None)
+    info = json.loads((python.parent.parent / "engine.json").read_text())
+    assert info["after"] == ["fake-helper==1.0"] and info["version"] == "1.0"
+    without = EngineEnvironment(
+        "fake-engine", (Flavour("cpu", "fake-engine", "2.0"),), needs_helper.probe, "fake_engine"
+    )
+    with pytest.raises(
+        EngineEnvironmentError, match=r"does not import as the harness runs it: .*No module named 'fake_helper'"
+    ):
+        install(without, "cpu", log=lambda line: None, version="2.0")
+    assert not (index / "fake-engine-cpu-2.0").exists()
 
 
 def test_a_release_that_does_not_exist_stops_with_one_line_and_leaves_nothing(index):

@@ -63,7 +63,7 @@ def test_a_release_not_installed_stops_at_the_door_naming_the_install(tmp_path, 
 
 
 def test_a_release_without_mtp_generation_is_named_by_its_probe(tmp_path):
-    """transformers before 5.20 takes generate(use_mtp=True) and decodes without a draft: the probe must say so."""
+    """transformers before 5.14 takes generate(use_mtp=True) and decodes without a draft: the probe must say so."""
     fake = tmp_path / "transformers"
     (fake / "generation").mkdir(parents=True)
     (fake / "__init__.py").write_text("__version__ = '5.0.0'\n")
@@ -224,7 +224,7 @@ def test_a_release_s_model_probe_is_its_own_not_the_harness_s(tmp_path):
 def test_a_release_without_mtp_generation_refuses_transformers_mtp_instead_of_decoding_without_drafts(
     fixture_bundle, monkeypatch
 ):
-    """What the server runs on a release before 5.20 (5.0.0 takes use_mtp=True and drafts nothing)."""
+    """What the server runs on a release before 5.14 (5.0.0 takes use_mtp=True and drafts nothing)."""
     from transformers.generation import candidate_generator
 
     from harness.subjects.engines.transformers.use_mtp import TransformersMTPUnsupported

@@ -347,7 +347,8 @@ def test_the_nightly_runs_every_engine_beneath_its_fixes_at_the_ci_budget_with_e
 def test_the_nightly_runs_the_findings_by_versions_matrix_on_every_engine_and_keeps_its_results():
     """The nightly engine workflow's `versions` job runs one nox session per engine (so one engine's failure cannot
     stop the other's matrix), each `mtp-harness matrix` on five vLLM or four llama.cpp releases, the pinned ones among
-    them, or two transformers releases other than the harness's own (which runs in its process), frees disk before vLLM's 16 GiB of environments, and uploads what the matrix wrote."""
+    them, or every minor transformers release with MTP generation (5.14 on) other than the harness's own (which runs in
+    its process), frees disk before vLLM's and transformers' environments, and uploads what the matrix wrote."""
     from harness.subjects.engines.llamacpp.environment import VERSION as LLAMACPP_PINNED
     from harness.subjects.engines.vllm.environment import VERSION as VLLM_PINNED
 
@@ -357,16 +358,21 @@ def test_the_nightly_runs_the_findings_by_versions_matrix_on_every_engine_and_ke
     assert sorted(job["strategy"]["matrix"]["session"]) == sessions
     assert job["strategy"]["fail-fast"] is False
     assert any(step.get("run", "").strip().endswith('nox -s "$SESSION"') for step in job["steps"])
-    assert any("rm -rf" in step.get("run", "") and "vllm" in step.get("if", "") for step in job["steps"])
+    [free] = [step for step in job["steps"] if "rm -rf" in step.get("run", "")]
+    assert free["if"] == "matrix.session != 'versions_llamacpp'"
     [upload] = [step for step in job["steps"] if step.get("uses", "").startswith("actions/upload-artifact")]
     assert upload["if"] == "always()" and "matrix" in upload["with"]["path"]
     noxfile = (ROOT / "noxfile.py").read_text()
-    pattern = r"^(\w+_RELEASES) = (\(.*\))$"
+    pattern = r"^(\w+_RELEASES) = (\([^)]*\))"
     releases = {name: ast.literal_eval(value) for name, value in re.findall(pattern, noxfile, re.M)}
     assert len(releases["VLLM_RELEASES"]) >= 5 and VLLM_PINNED in releases["VLLM_RELEASES"]
     assert len(releases["LLAMACPP_RELEASES"]) >= 4 and LLAMACPP_PINNED in releases["LLAMACPP_RELEASES"]
     own_transformers = distribution_version("transformers")
-    assert len(releases["TRANSFORMERS_RELEASES"]) >= 2 and own_transformers not in releases["TRANSFORMERS_RELEASES"]
+    minors = {".".join(release.split(".")[:2]) for release in releases["TRANSFORMERS_RELEASES"]}
+    assert (
+        minors >= {f"5.{minor}" for minor in range(14, 25)}
+        and own_transformers not in releases["TRANSFORMERS_RELEASES"]
+    )
     for session, constant in (
         ("versions_vllm", "VLLM_RELEASES"),
         ("versions_llamacpp", "LLAMACPP_RELEASES"),

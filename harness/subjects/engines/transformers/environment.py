@@ -31,7 +31,7 @@ PROBE = (
     f"runpy.run_path({str(SERVER)!r})['import_harness']()\n"  # the harness's package by path, as the server does
     f"import {', '.join(SERVER_IMPORTS)}"
 )
-# the release has native MTP generation (generate(use_mtp=True): MTPCandidateGenerator, from 5.20); exit 5
+# the release has native MTP generation (generate(use_mtp=True): MTPCandidateGenerator, from 5.14.0, measured); exit 5
 # (environments.NO_MTP) where it has not. A release before it accepts use_mtp=True and decodes without drafts.
 MTP_PROBE = (
     "import sys, transformers\n"
