@@ -1,6 +1,7 @@
-"""The transformers findings: each reproducer says `not reproduced` on the harness's own release and BUG REPRODUCED
-with the bug put back into it (what the release that fixed it changed, undone in the reproducer's process), and each
-signature explains the failure the suites recorded on the releases with the bug and nothing beside it."""
+"""The transformers findings: a reproducer of a bug a later release fixed says `not reproduced` on the harness's own
+release and BUG REPRODUCED with the bug put back into it (what the release that fixed it changed, undone in the
+reproducer's process); one of a bug the harness's release has reproduces on it; each signature explains the failure
+the suites recorded and nothing beside it."""
 
 from __future__ import annotations
 
@@ -25,9 +26,14 @@ PretrainedConfig.get_mtp_config = get_mtp_config
 
 
 def reproduce(tmp_path, bug: str = "") -> subprocess.CompletedProcess:
+    return reproduce_script(tmp_path, DENSE_MLP, bug)
+
+
+def reproduce_script(tmp_path, finding, bug: str = "") -> subprocess.CompletedProcess:
+    """The finding's reproducer run by the harness's Python, with `bug` as its sitecustomize."""
     (tmp_path / "sitecustomize.py").write_text(bug)
     return subprocess.run(
-        [sys.executable, str(DENSE_MLP.reproducer)],
+        [sys.executable, str(finding.reproducer)],
         capture_output=True,
         text=True,
         check=False,
@@ -64,3 +70,31 @@ def test_the_dense_mlp_signature_explains_the_recorded_failure_and_nothing_besid
     experts = RECORDED.replace("mlp.down_proj", "mlp.experts.0.down_proj")
     for message in (attention, experts, RECORDED.replace("missing", "unexpected"), "RuntimeError: []", ""):
         assert not DENSE_MLP.explains(failed(message)), message
+
+
+STOP_STRING = finding_named(FINDINGS, "transformers-mtp-misses-a-stop-string-completed-inside-a-pass")
+
+
+def test_the_stop_string_reproducer_reproduces_on_the_harness_s_own_release(tmp_path):
+    """transformers 5.25.0 (the harness's release) has the bug: no release without it is known, so no flip yet."""
+    done = reproduce_script(tmp_path, STOP_STRING)
+    assert done.returncode == 1, done.stderr
+    assert done.stdout.splitlines()[-1].startswith("BUG REPRODUCED: with use_mtp=True generation ran past")
+
+
+# the message of a case on transformers 5.25.0 (tiny-deepseek-v3, features), as the suite recorded it
+RAN_ON = (
+    "AssertionError: stop ' a n' completes at output position 1 (across-passes): expected the output to end there, got "
+    "24 tokens (261, 729, 76, 263, 425, 67, 65, 829, 84, 292, 750, 73, 770, 277, 298, 310, 269, 77, 437, 277, 78, 483, "
+    "89, 324); passes (VerifyStep(start=0, drafts=(), accepted=0, emitted=(261,)), VerifyStep(start=1, drafts=(729,), "
+    "accepted=1, emitted=(729, 76)), VerifyStep(start=3, drafts=(263,), accepted=1, emitted=(263, 425)))"
+)
+
+
+def test_the_stop_string_signature_explains_a_stop_inside_a_pass_and_nothing_beside_it():
+    assert STOP_STRING.explains(failed(RAN_ON))
+    at_a_pass_end = RAN_ON.replace("emitted=(729, 76)", "emitted=(729,)")  # the stop's token ended its pass
+    too_early = RAN_ON.replace("got 24 tokens", "got 1 tokens")
+    elsewhere = RAN_ON.replace("output position 1 ", "output position 30 ")  # no pass emitted it
+    for message in (at_a_pass_end, too_early, elsewhere, RECORDED, ""):
+        assert not STOP_STRING.explains(failed(message)), message

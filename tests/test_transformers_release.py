@@ -229,6 +229,7 @@ def test_a_release_without_mtp_generation_refuses_transformers_mtp_instead_of_de
 
     from harness.subjects.engines.transformers.use_mtp import TransformersMTPUnsupported
 
+    bundle = fixture_bundle("tiny-deepseek-v3")  # loaded first: loading imports the modelling code, which needs it
     monkeypatch.delattr(candidate_generator, "MTPCandidateGenerator")
     with pytest.raises(TransformersMTPUnsupported, match=r"has no MTP generation \(no MTPCandidateGenerator\)"):
-        make_decoder("transformers-mtp", fixture_bundle("tiny-deepseek-v3"))
+        make_decoder("transformers-mtp", bundle)

@@ -23,6 +23,7 @@ import pytest
 from harness.contract.paths import resolve_model_path
 from harness.contract.records import RECORD_PREFIX, KnownRecord, attach_record
 from harness.plugin.session import run_options
+from harness.subjects.engines.abilities import PinnedInProcess
 from harness.subjects.engines.environments import flavour_of
 from harness.subjects.engines.findings import FailedCase, Finding, explaining, known_failures, suite_relative
 from harness.subjects.engines.registry import engine_of_decoder
@@ -37,11 +38,17 @@ MAY_FAIL = pytest.StashKey[bool]()  # every watching finding fails it only when 
 def watch(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Stash on each item the findings that make it fail for this decoder, engine version and model."""
     options = run_options(config)
-    engine = engine_of_decoder(options.decoder, options.engine.version)
+    engine = engine_of_decoder(options.decoder, options.engine.version, any_release=True)
     if engine is None or not engine.findings:
         return
     flavour = flavour_of(options.device)
-    version = engine.environment.installed_version(flavour, options.engine.version)
+    in_process = options.engine.version is None and engine.ability(PinnedInProcess) is not None
+    # the harness's own release of an engine that runs in its process (transformers) is its pinned one
+    version = (
+        engine.environment.flavour(flavour).version
+        if in_process
+        else engine.environment.installed_version(flavour, options.engine.version)
+    )
     model = resolve_model_path(options.model).name
     fixed = frozenset(options.engine.fixes)
     for item in items:

@@ -63,19 +63,20 @@ def _generation_config(request: DecodeRequest, pad_token_id: int, **extra: objec
         repetition_penalty=sampling.repetition_penalty,
         sequence_bias=[[[token], bias] for token, bias in sampling.logit_bias] or None,
         min_new_tokens=sampling.min_tokens or None,
+        # StopStringCriteria: generate() is given the tokenizer with them (_TransformersGenerateDecoder._decode_one)
+        stop_strings=list(request.stop_strings) or None,
     )
     return GenerationConfig(**settings)
 
 
 # transformers' generate() passes these on (_generation_config); the others, and why not
-SERVED_FEATURES = frozenset({"repetition_penalty", "logit_bias", "min_tokens"})
+SERVED_FEATURES = frozenset({"repetition_penalty", "logit_bias", "min_tokens", "stop_strings"})
 WHY_NOT_SERVED = MappingProxyType(
     {
         "min_p": "transformers applies min-p after top-k and top-p (MinPLogitsWarper last), the contract before them",
         "frequency_penalty": "transformers' generate() has no frequency penalty",
         "presence_penalty": "transformers' generate() has no presence penalty",
         "stop_sequences": "transformers stops on strings and EOS ids, not token sequences",
-        "stop_strings": "not passed on yet: transformers' StopStringCriteria needs the tokenizer at generate()",
         "logprobs": "not passed on yet: generate() returns scores after processing (output_logits: raw, per step)",
         "structured_regex": "transformers' generate() has no structured outputs",
         "structured_json_schema": "transformers' generate() has no structured outputs",
@@ -132,11 +133,14 @@ class _TransformersGenerateDecoder:
                 prompt,
                 attention_mask=torch.ones_like(prompt),
                 generation_config=_generation_config(request, pad, **self.generation_settings(request)),
+                **({"tokenizer": self.bundle.tokenizer} if request.stop_strings else {}),
                 **self.generate_kwargs(request),
             )
         generated = output[0, prompt.shape[1] :].tolist()
         tokens, finish = truncate(generated, request.max_new_tokens, request.eos_token_ids)
-        return DecodeResult(tuple(tokens), tuple(passes.steps), finish or "length")
+        # generate() stops before max_new_tokens without an EOS only on a stop string (its only other criterion)
+        stopped = finish is None and bool(request.stop_strings)
+        return DecodeResult(tuple(tokens), tuple(passes.steps), "stop" if stopped else finish or "length")
 
 
 class TransformersMTPDecoder(_TransformersGenerateDecoder):
@@ -164,6 +168,15 @@ class TransformersAssistedDecoder(_TransformersGenerateDecoder):
 
     name = "transformers-assisted"
     drafter = "a layer-skip draft model (the target's first layer)"
+    features = SERVED_FEATURES - {"stop_strings"}
+    why_unsupported = MappingProxyType(
+        {
+            **WHY_NOT_SERVED,
+            # measured on 5.25.0: generation/utils.py:1688, from the assistant's own generate() call
+            "stop_strings": "transformers' assisted generation raises on stop strings: the candidate generator calls "
+            "the draft model's generate() without the tokenizer ('we could not locate a tokenizer')",
+        }
+    )
 
     def __init__(self, bundle: ModelBundle) -> None:
         super().__init__(bundle)

@@ -11,6 +11,7 @@ from harness.subjects.engines.decoder import EngineDecoder
 from harness.subjects.engines.transformers.generation import (
     SAMPLED_DRAFTS_ONLY,
     TransformersAssistedDecoder,
+    TransformersMTPDecoder,
     mtp_serves,
 )
 
@@ -47,6 +48,9 @@ class TransformersReleaseMTPDecoder(TransformersReleaseDecoder):
 
     subject_name = "transformers-mtp"
     drafts_from = 1
+    # the request features the in-process subject passes on to generate(), by the same code (generation.py)
+    engine_features = TransformersMTPDecoder.features
+    why_no_feature = TransformersMTPDecoder.why_unsupported
 
     def __init__(self, engine: Engine, bundle: ModelBundle, speculative: bool, options: EngineOptions) -> None:
         super().__init__(engine, bundle, speculative, options)
@@ -60,3 +64,5 @@ class TransformersReleaseAssistedDecoder(TransformersReleaseDecoder):
     method = ASSISTED
     drafts_from = 0
     drafter = TransformersAssistedDecoder.drafter
+    engine_features = TransformersAssistedDecoder.features
+    why_no_feature = TransformersAssistedDecoder.why_unsupported
