@@ -98,3 +98,45 @@ def test_the_stop_string_signature_explains_a_stop_inside_a_pass_and_nothing_bes
     elsewhere = RAN_ON.replace("output position 1 ", "output position 30 ")  # no pass emitted it
     for message in (at_a_pass_end, too_early, elsewhere, RECORDED, ""):
         assert not STOP_STRING.explains(failed(message)), message
+
+
+RUNS_PAST_EOS = finding_named(FINDINGS, "transformers-mtp-runs-past-an-eos-inside-an-accepted-run")
+EMPTY_AFTER_EOS = finding_named(FINDINGS, "transformers-mtp-emits-nothing-after-a-prompt-ending-in-eos")
+# on transformers 5.15.1 (tiny-deepseek-v3), as the suites recorded them
+PAST_EOS = (
+    "prompt natural-01: decoder transformers-mtp, request 0: its passes break the pass contract: the passes emitted 24 "
+    "tokens [268, 848, 83, 291, 268, 199, 2, 573]..., the output is 2"
+)
+EMPTY = {
+    "index": 0,
+    "actual_tokens": [],
+    "steps": [{"start": 0, "drafts": [], "accepted": -1, "emitted": []}],
+    "eos_token_ids": [12],
+    "prompt_ids": [17, 12, 831, 12, 525, 12, 221, 20, 12, 660, 21, 12],
+}
+
+
+def test_the_eos_run_past_signature_explains_passes_beyond_the_output_and_nothing_beside_it():
+    assert RUNS_PAST_EOS.explains(failed(PAST_EOS))
+    for message in (PAST_EOS.replace("emitted 24", "emitted 2"), PAST_EOS.replace("emitted 24", "emitted 1"), RAN_ON):
+        assert not RUNS_PAST_EOS.explains(failed(message)), message
+
+
+def test_the_empty_output_signature_needs_the_prompt_s_eos_and_the_draftless_pass_that_took_its_token_back():
+    def with_record(**changes) -> FailedCase:
+        return FailedCase("suites/greedy/test_x.py::test_y[z]", "", {"divergence": {**EMPTY, **changes}}, (), None)
+
+    assert EMPTY_AFTER_EOS.explains(with_record())
+    assert not EMPTY_AFTER_EOS.explains(with_record(prompt_ids=[17, 12, 831]))  # the prompt does not end with it
+    assert not EMPTY_AFTER_EOS.explains(with_record(actual_tokens=[221]))
+    assert not EMPTY_AFTER_EOS.explains(with_record(index=3))
+    took_none_back = [{"start": 0, "drafts": [], "accepted": 0, "emitted": []}]
+    assert not EMPTY_AFTER_EOS.explains(with_record(steps=took_none_back))
+    assert not EMPTY_AFTER_EOS.explains(failed(""))
+
+
+def test_each_eos_reproducer_says_not_reproduced_on_the_harness_s_own_release(tmp_path):
+    """5.25.0 has neither bug (both fixed by transformers, in 5.16.1 and 5.18.0; measured on those releases)."""
+    for finding in (RUNS_PAST_EOS, EMPTY_AFTER_EOS):
+        done = reproduce_script(tmp_path, finding)
+        assert done.returncode == 0 and done.stdout.splitlines()[-1].startswith("not reproduced"), done.stderr
