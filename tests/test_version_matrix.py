@@ -358,6 +358,38 @@ def test_a_matrix_installs_first_then_reproduces_then_runs_and_keeps_every_resul
     assert "recorded the reproducers' verdicts" in capsys.readouterr().out
 
 
+def test_a_release_that_cannot_serve_the_model_is_named_in_its_column_and_its_suites_not_run(tmp_path, monkeypatch):
+    """What the door refuses of a release (ReleaseModelNeeds, asked of the release) is measured for each release at
+    install; that release's suites are not run, and its column says why (the page's MTP row)."""
+    import harness.commands.matrix as matrix
+
+    monkeypatch.delenv(finding_versions.VARIABLE, raising=False)
+    python = tmp_path / "env" / "bin" / "python"
+    why = "transformers 5.15.1 has no MTP for MellumForCausalLM: its config has no num_mtp_layers"
+
+    def installed(p, log):
+        problems = {"5.15.1": why, "5.20.2": ""}
+        return {v: {"size_bytes": 2**30, "python": str(python), "model_problem": problems[v]} for v in p.versions}
+
+    ran = []
+    monkeypatch.setattr(matrix, "install_all", installed)
+    monkeypatch.setattr(matrix, "reproduce_all", lambda p, python: {})
+    monkeypatch.setattr(
+        matrix,
+        "run_suites",
+        lambda p, version, *_: (
+            ran.append(version) or {"exit_code": 0, "seconds": 1.0, "suites": [], "new_failures": [], "watched_run": {}}
+        ),
+    )
+    argv = ["matrix", "--decoder", "transformers-mtp", "--model", "tiny-mtp-prefix", "--versions", "5.15.1,5.20.2"]
+    assert main([*argv, "--report-dir", str(tmp_path / "reports")]) == 0
+    assert ran == ["5.20.2"]
+    [folder] = (tmp_path / "reports").glob("matrix-*")
+    columns = json.loads((folder / "versions.json").read_text())["versions"]
+    assert [column["mtp_problem"] for column in columns] == [why, None]
+    assert why in (folder / "versions.md").read_text()
+
+
 def test_a_release_that_does_not_install_stops_the_matrix_with_one_line_before_any_run(tmp_path, monkeypatch, capsys):
     import harness.commands.matrix as matrix
 

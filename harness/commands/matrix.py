@@ -290,7 +290,7 @@ def main(args: argparse.Namespace) -> int:
         {
             "version": v,
             "install": _install_record(installed[v]),
-            "mtp_problem": installed[v]["model_problem"] or None,
+            "mtp_problem": installed[v].get("model_problem") or None,
             "reproducers": {},
             "run": None,
         }
