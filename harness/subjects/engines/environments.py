@@ -196,7 +196,7 @@ def install(
     python = home / "bin" / "python"
     info_file = home / ENGINE_INFO
     pinned = info_file.is_file() and json.loads(info_file.read_text()).get("requirement") == flavour.requirement
-    if pinned and _probe(environment, python) is not None:
+    if pinned and _probe(environment, python)[0] is not None:
         log(f"{environment.name} {flavour.name}: {flavour.requirement} already installed in {home}")
         return python
     started = time.monotonic()
@@ -234,7 +234,7 @@ def _create(environment: EngineEnvironment, flavour: Flavour, home: Path, log: C
     if flavour.remove:
         log(f"removing {', '.join(flavour.remove)}: {flavour.why_remove}")
         _run([str(python), "-m", "pip", "uninstall", "--quiet", "--yes", *flavour.remove])
-    version, said = _probe_saying(environment, python)
+    version, said = _probe(environment, python)
     if version is None:
         raise EngineEnvironmentError(
             f"{home}: {environment.name} was installed but does not import as the harness runs it: {said}"
@@ -284,24 +284,19 @@ def directory_size(path: Path) -> int:
     return sum(entry.stat().st_size for entry in path.rglob("*") if entry.is_file() and not entry.is_symlink())
 
 
-def _probe(environment: EngineEnvironment, python: Path) -> str | None:
-    """The engine's version if `environment.probe` runs in that Python, else None."""
-    return _probe_saying(environment, python)[0]
-
-
-def _probe_saying(environment: EngineEnvironment, python: Path) -> tuple[str | None, str]:
-    """The engine's version if `environment.probe` runs in that Python (else None), and the last line it wrote to
-    stderr (the error that stopped it)."""
+def _probe(environment: EngineEnvironment, python: Path) -> tuple[str | None, str]:
+    """The engine's version if `environment.probe` runs in that Python, else None and the line that says why (the
+    last line it wrote to stderr)."""
     if not python.is_file():
         return None, f"no Python at {python}"
     statement = (
         f"{environment.probe}\nprint('mtp-harness-version', __import__('{environment.module_name}').__version__)"
     )
-    done = subprocess.run([str(python), "-c", statement], capture_output=True, text=True, check=False)
-    for line in done.stdout.splitlines():
+    answer = run_probe([str(python), "-c", statement], MTP_PROBE_TIMEOUT_S)
+    for line in answer.said.splitlines():
         if line.startswith("mtp-harness-version "):
             return line.split(" ", 1)[1].strip(), ""
-    return None, (done.stderr.strip().splitlines() or [f"exit code {done.returncode}, no message"])[-1]
+    return None, answer.error
 
 
 def _run(command: list[str]) -> None:

@@ -25,24 +25,15 @@ from pathlib import Path
 
 import torch
 import transformers
-from transformers import AutoModelForCausalLM
 
-FIXTURE = Path(__file__).resolve().parents[6] / "fixtures/models/tiny-deepseek-v3"
-MODEL = Path(sys.argv[1]) if len(sys.argv) > 1 else FIXTURE
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # mtp_model.py, shared by the transformers findings
+import mtp_model
+
+MODEL = mtp_model.model_directory()
 PROMPT = [1, 5, 9, 13]
 LENGTH = 16
 
-try:
-    from transformers.generation.candidate_generator import MTPCandidateGenerator  # noqa: F401
-except ImportError:
-    sys.exit(f"transformers {transformers.__version__} has no MTP generation (no MTPCandidateGenerator)")
-
-model = AutoModelForCausalLM.from_pretrained(MODEL, dtype=torch.float32)
-text = model.config.get_text_config()
-# transformers looks for DeepSeek-V3 MTP weights at layer 61 only; this checkpoint's follow its own layers
-model._keys_to_ignore_on_load_unexpected = [
-    rf"model\.layers\.{text.num_hidden_layers + depth}\..*" for depth in range(text.num_mtp_layers)
-]
+model = mtp_model.load_mtp_model(MODEL)
 
 
 def generate(eos: int | None, **options: object) -> list[int]:
