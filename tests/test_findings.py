@@ -421,3 +421,21 @@ def test_the_drafter_skip_explains_draft_mismatches_from_its_first_predicted_ski
     assert explained([fits, 6, 7]) == frozenset(), "the step fits: token-0 drafts nobody predicts"
     assert explained(None) == frozenset(), "without the engine's steps nothing is predicted"
     assert explained([full, 6, 7], mismatch_starts=(0, 3, 4)) == frozenset(), "a mismatch before the skip"
+
+
+def test_under_reference_engine_a_signature_reads_the_models_card_not_its_weights():
+    """A signature that asks for the model (`FailedCase.model`, e.g. the drafter skip's max_context) gets the model the
+    session holds: under --reference engine its card, whose config it reads without opening the weights (before, the
+    bundle's load raised WeightFileOpened and the failure was left unexplained)."""
+    from types import SimpleNamespace
+
+    from harness.contract.run_options import Reference, RunOptions
+    from harness.models.card import ModelCard
+    from harness.plugin.known import model_under_test
+    from harness.plugin.session import RUN_OPTIONS
+
+    for reference, has_weights in ((Reference.ENGINE, False), (Reference.HARNESS, True)):
+        config = SimpleNamespace(stash={RUN_OPTIONS: RunOptions(model="tiny-mimo", device="cpu", dtype="float32", reference=reference)})
+        model = model_under_test(config)
+        assert model.has_weights is has_weights and isinstance(model, ModelCard) is not has_weights
+        assert model.max_context == 256

@@ -90,3 +90,13 @@ def card_for(model: str, device: str, dtype: str) -> ModelCard:
     if key not in _CARDS:
         _CARDS[key] = load_card(key[0], device, dtype)
     return _CARDS[key]
+
+
+def model_of_run(model: str, device: str, dtype: str, weights: bool) -> CheckpointFacts:
+    """The model a run holds: its bundle (bundle_for), or its card where the engine alone reads the weights
+    (--reference engine)."""
+    if not weights:
+        return card_for(model, device, dtype)
+    from harness.models.loading import bundle_for
+
+    return bundle_for(model, device, dtype)

@@ -41,14 +41,10 @@ def test_seed(request: pytest.FixtureRequest, harness_seed: int) -> int:
 def bundle(run_options: RunOptions) -> ModelBundle:
     """The model under test (--harness-model, --harness-device, --harness-dtype), loaded once per session; under
     --harness-reference engine its card (config and tokenizer, no weights: harness/models/card.py)."""
-    if run_options.reference is Reference.ENGINE:
-        from harness.models.card import card_for
+    from harness.models.card import model_of_run
 
-        # stands for the bundle without weights
-        return card_for(run_options.model, run_options.device, run_options.dtype)  # type: ignore[return-value]
-    from harness.models.loading import bundle_for
-
-    return bundle_for(run_options.model, run_options.device, run_options.dtype)
+    weights = run_options.reference is not Reference.ENGINE  # a card stands for the bundle without them
+    return model_of_run(run_options.model, run_options.device, run_options.dtype, weights)  # type: ignore[return-value]
 
 
 @pytest.fixture(scope="session")

@@ -122,7 +122,11 @@ def attached_records(report: pytest.TestReport) -> dict[str, object]:
 
 
 def model_under_test(config: pytest.Config) -> ModelBundle:
-    from harness.models.loading import bundle_for
+    """The session's model as the suites hold it: under --reference engine its card (no weights: a signature reads
+    its config, never the checkpoint's weights, which the engine process alone reads)."""
+    from harness.contract.run_options import Reference
+    from harness.models.card import model_of_run
 
     options = run_options(config)
-    return bundle_for(options.model, options.device, options.dtype)
+    weights = options.reference is not Reference.ENGINE
+    return model_of_run(options.model, options.device, options.dtype, weights)  # type: ignore[return-value]
