@@ -9,7 +9,7 @@ import pytest
 
 from harness.contract.paths import FIXTURE_MODELS
 
-FIXTURE_NAMES = ("tiny-deepseek-v3", "tiny-mtp-prefix", "tiny-mimo", "tiny-glm4-moe", "tiny-qwen3-next")
+FIXTURE_NAMES = tuple(sorted(p.name for p in FIXTURE_MODELS.iterdir() if (p / "manifest.json").is_file()))
 
 MAX_BYTES = 10 * 1024 * 1024
 
