@@ -435,7 +435,42 @@ def test_under_reference_engine_a_signature_reads_the_models_card_not_its_weight
     from harness.plugin.session import RUN_OPTIONS
 
     for reference, has_weights in ((Reference.ENGINE, False), (Reference.HARNESS, True)):
-        config = SimpleNamespace(stash={RUN_OPTIONS: RunOptions(model="tiny-mimo", device="cpu", dtype="float32", reference=reference)})
+        config = SimpleNamespace(
+            stash={RUN_OPTIONS: RunOptions(model="tiny-mimo", device="cpu", dtype="float32", reference=reference)}
+        )
         model = model_under_test(config)
         assert model.has_weights is has_weights and isinstance(model, ModelCard) is not has_weights
         assert model.max_context == 256
+
+
+def test_the_hybrid_signatures_explain_their_engine_errors_and_no_other():
+    """The two CPU hybrid findings (tiny-qwen3-next-hd64): each explains its own error, as the engine's traceback
+    reached the test (2026-12-07 runs), and neither the other's nor an unrelated crash."""
+    from harness.subjects.engines.findings import FailedCase, signature_module
+    from harness.subjects.engines.vllm.findings import FINDINGS as VLLM_FINDINGS
+
+    align = signature_module(
+        VLLM_FINDINGS, "vllm-cpu-hybrid-mtp-with-prefix-caching-calls-a-triton-kernel"
+    ).mamba_align_kernel_called_without_triton
+    conv = signature_module(
+        VLLM_FINDINGS, "vllm-cpu-gdn-mtp-step-shorter-than-the-accepted-run-breaks-the-conv-state"
+    ).conv_state_rolled_past_its_buffer
+
+    def case(message):
+        return FailedCase("n", message, {}, (), model=lambda: pytest.fail("no model needed"))
+
+    precopy = (
+        '  File ".../vllm/v1/worker/mamba_utils.py", line 1226, in run_fused_precopy\n'
+        "    precopy_mamba_align_fused_kernel[grid](\nTypeError: 'function' object is not subscriptable"
+    )
+    native = "RuntimeError: causal_conv1d_update_cpu: num_accepted_tokens must be in [1, seqlen]."
+    fallback = (
+        '  File ".../vllm/model_executor/layers/mamba/ops/cpu/gdn_attention.py", line 556, in _spec_forward\n'
+        "    B.copy_(new_B)\nRuntimeError: The size of tensor a (4) must match the size of tensor b (3) at "
+        "non-singleton dimension 1"
+    )
+    assert align(case(precopy)) and not align(case(native)) and not align(case(fallback))
+    assert conv(case(native)) and conv(case(fallback)) and not conv(case(precopy))
+    unrelated = "TypeError: 'function' object is not subscriptable in some_other_kernel[grid]"
+    other_size = "RuntimeError: The size of tensor a (4) must match the size of tensor b (3) in rotary_embedding"
+    assert not align(case(unrelated)) and not conv(case(other_size))

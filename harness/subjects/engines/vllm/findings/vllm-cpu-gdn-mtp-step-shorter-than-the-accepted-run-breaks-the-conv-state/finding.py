@@ -1,0 +1,49 @@
+"""vllm-cpu-gdn-mtp-step-shorter-than-the-accepted-run-breaks-the-conv-state: on CPU, a hybrid model's (Qwen3-Next)
+gated-DeltaNet layer kills the engine when a request's speculative step is shorter than the run it accepted at its
+previous step (its drafts cut at the context end after a full acceptance): the convolution's rolling buffer is rolled
+as if every step fed k + 1 tokens.
+
+Its record (FINDING: where it was found, the tests it fails, its signature in words) and its signature, the predicate
+`conv_state_rolled_past_its_buffer`. Beside it: its fix (fix.py) and its standalone reproducer (reproducer.py); its
+write-up is docs/findings/vllm-cpu-gdn-mtp-step-shorter-than-the-accepted-run-breaks-the-conv-state.md."""
+
+from __future__ import annotations
+
+from harness.subjects.engines.findings import FailedCase, Finding
+from harness.subjects.engines.vllm.findings.common import BOTH_RUNNERS, FOUND_IN
+
+NATIVE_REFUSAL = "causal_conv1d_update_cpu: num_accepted_tokens must be in [1, seqlen]"
+ROLL_COPY = "B.copy_(new_B)"
+SIZE_MISMATCH = "must match the size of tensor"
+
+
+def conv_state_rolled_past_its_buffer(case: FailedCase) -> bool:
+    """The engine died in the CPU gated-DeltaNet's speculative path (vllm/model_executor/layers/mamba/ops/cpu/
+    gdn_attention.py `_spec_forward`): its native convolution kernel refusing a step shorter than the accepted run
+    (`causal_conv1d_update_cpu: num_accepted_tokens must be in [1, seqlen]`), or its fallback's roll copying a
+    buffer sliced past its end (`B.copy_(new_B)`: `The size of tensor a (..) must match the size of tensor b (..)`).
+    The error arrives as the text of the decode call's EngineError."""
+    message = case.message
+    return NATIVE_REFUSAL in message or (ROLL_COPY in message and SIZE_MISMATCH in message)
+
+
+FINDING = Finding(
+    slug="vllm-cpu-gdn-mtp-step-shorter-than-the-accepted-run-breaks-the-conv-state",
+    title="on CPU, a hybrid model's (Qwen3-Next) gated-DeltaNet layer kills the engine when a request's speculative "
+    "step is shorter than the run it accepted at its previous step (its drafts cut at the context end after a full "
+    "acceptance): the convolution's rolling buffer is rolled as if every step fed k + 1 tokens",
+    engine="vllm",
+    decoders=("vllm-mtp",),  # speculation's rolling buffer: without it the layer keeps width - 1 inputs
+    found_in=FOUND_IN,
+    runners=BOTH_RUNNERS,  # model code (the CPU attention op) that both runners call
+    flavours=("cpu",),  # the CPU build's op; CUDA runs Triton's causal_conv1d_update (not measured)
+    failing={},
+    # whether a request accepted its whole run just before its cut step depends on its drafts: measured failing, the
+    # forced-rejection cases of the mixed batch (which holds the prompts that decode to the context end) beneath the
+    # prefix-caching finding's fix; a pass elsewhere proves no fix
+    may_fail={"tiny-qwen3-next-hd64": ("*",)},
+    signature="the engine's error is the CPU gated-DeltaNet's speculative convolution failing on a step shorter than "
+    "the accepted run: `causal_conv1d_update_cpu: num_accepted_tokens must be in [1, seqlen]`, or `B.copy_(new_B)` "
+    "with `The size of tensor a (..) must match the size of tensor b (..)`, in the decode call's EngineError",
+    explains=conv_state_rolled_past_its_buffer,
+)
