@@ -113,6 +113,25 @@ def test_an_engine_that_scores_no_sequence_cannot_be_its_own_reference(door):
         door("reference", "engine", "llamacpp-mtp")
 
 
+def test_a_model_vllm_serves_on_cpu_in_bfloat16_only_is_refused_in_another_dtype(door, monkeypatch):
+    """The hybrid (its gated-DeltaNet kernel) and, on a CPU with AMX, the MLA model (the AMX backend's packing) run in
+    bfloat16 only on vLLM's CPU build: the door names it and the options that serve it (measured, 2026-12-07)."""
+    from harness.contract.run_options import Reference
+    from harness.door import UsageError
+    from harness.subjects.engines.vllm import model_dtypes
+
+    read = {"dtype": "float32", "reference": Reference.ENGINE}
+    with pytest.raises(UsageError, match=r"cannot serve it in float32: its gated-DeltaNet kernel.*--dtype bf16"):
+        door("model", "tiny-qwen3-next-hd64", "vllm-mtp", **read)
+    assert door("model", "tiny-qwen3-next-hd64", "vllm-mtp", **{**read, "dtype": "bfloat16"}) == "tiny-qwen3-next-hd64"
+    monkeypatch.setattr(model_dtypes, "cpu_has_amx", lambda: True)
+    with pytest.raises(UsageError, match=r"cannot serve it in float32: on a CPU with AMX its MTP layer's MLA"):
+        door("model", "tiny-deepseek-v3-mla576", "vllm-mtp", **read)
+    monkeypatch.setattr(model_dtypes, "cpu_has_amx", lambda: False)
+    assert door("model", "tiny-deepseek-v3-mla576", "vllm-mtp", **read) == "tiny-deepseek-v3-mla576"
+    assert door("model", "tiny-mimo", "vllm-mtp", **read) == "tiny-mimo"
+
+
 def test_an_engines_own_arguments_pass_through_as_data_and_the_harness_settings_are_refused(door):
     from harness.door import UsageError
 

@@ -29,6 +29,7 @@ from harness.subjects.decoder_registry import default_dtype, find_factory, is_mo
 from harness.subjects.engines.abilities import (
     EngineArguments,
     Fixes,
+    ModelDtypeNeeds,
     ModelNeeds,
     ModelRunners,
     OwnReference,
@@ -154,7 +155,17 @@ def model(value: str | None, reading: Reading) -> str:
     )
     if problem:
         raise Refusal(problem)
+    dtype_problem = model_dtype_problem(reading.engine, reading.checked["dtype"], reading.checked["device"], checked)
+    if dtype_problem:
+        raise Refusal(dtype_problem)
     return checked
+
+
+def model_dtype_problem(engine: Engine | None, dtype: str, device: str, model: str) -> str:
+    """Why the engine cannot serve the model in this dtype on this device (ModelDtypeNeeds), or ""."""
+    needs = engine.ability(ModelDtypeNeeds) if engine is not None else None
+    problem = needs.problem(resolve_model_path(model), dtype, flavour_of(device)) if needs is not None else None
+    return f"{engine.name} cannot serve it in {dtype}: {problem}" if problem else ""  # type: ignore[union-attr]
 
 
 def release_model_problem(engine: Engine | None, decoder: str, flavour: str, release: str | None, model: str) -> str:

@@ -117,6 +117,14 @@ class ModelNeeds:
 
 
 @dataclass(frozen=True)
+class ModelDtypeNeeds:
+    """What the engine needs of a model in a dtype on a flavour: (directory, dtype name, flavour) -> why it cannot
+    serve it so, or None (checked at the door)."""
+
+    problem: Callable[[Path, str, str], str | None]
+
+
+@dataclass(frozen=True)
 class ReleaseModelNeeds:
     """Whether a release other than the pinned one can serve a model directory with a decoder, measured in that
     release's environment: (decoder, the environment's Python, directory) -> why it cannot, or None (checked at the

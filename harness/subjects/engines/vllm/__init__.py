@@ -20,6 +20,7 @@ from harness.subjects.engines.abilities import (
     FailureReproducer,
     FindingReproducers,
     FixesOnImport,
+    ModelDtypeNeeds,
     ModelRunners,
     OverheadProbe,
     OwnReference,
@@ -38,6 +39,7 @@ from harness.subjects.engines.vllm.environment import (
 )
 from harness.subjects.engines.vllm.findings import FINDINGS
 from harness.subjects.engines.vllm.group_reproducer import vllm_reproducer_script
+from harness.subjects.engines.vllm.model_dtypes import cpu_dtype_problem
 
 if TYPE_CHECKING:
     from harness.contract.run_options import EngineOptions
@@ -65,6 +67,7 @@ ENGINE = Engine(
         FixesOnImport(FIXES),
         EngineArguments(OWNED_ARGUMENTS, UNSERVED_ARGUMENTS),
         OwnReference(),
+        ModelDtypeNeeds(cpu_dtype_problem),
         OverheadProbe(GENERATE_ALONE),
         FailureReproducer(vllm_reproducer_script),
         # each reproducer takes vLLM's model runner (findings/model_runner.py) and decodes the fixture its bug needs
