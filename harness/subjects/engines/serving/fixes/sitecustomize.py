@@ -8,6 +8,10 @@ another's names it in APPLY_AFTER. The engine's files are never touched. The har
 `--engine-fixes` (an engine's FixesOnImport ability) and in the reproducer tests; a run under it says so in its report
 header, from APPLIED, which the engine's server reports.
 
+MTP_HARNESS_ENGINE_MUTANTS names, the same way, the harness's own mutants of an engine (modules of the same PATCHES
+form, kept with its tests), which its tests put into the engine under test to show that the suites catch a bug no
+finding explains; they go into MUTATED, never APPLIED.
+
 It runs in the engine's environment: standard library only, nothing of the harness.
 """
 
@@ -21,7 +25,9 @@ from pathlib import Path
 from types import ModuleType
 
 VARIABLE = "MTP_HARNESS_ENGINE_FIXES"
+MUTANTS_VARIABLE = "MTP_HARNESS_ENGINE_MUTANTS"
 APPLIED: list[str] = []  # the slugs whose fix is installed, in order, for the engine server to report
+MUTATED: list[str] = []  # the mutants installed (their files' stems)
 PATCHED: list[tuple[str, str]] = []  # (slug, module) for each module a fix patches
 
 
@@ -82,15 +88,37 @@ def install(paths: Sequence[Path]) -> None:
     fixes = {path.parent.name: load_fix(path) for path in paths}  # by slug: the finding's folder
     finder = PatchOnImport()
     for slug in in_order(fixes):
-        fix = fixes[slug]
-        for name, patch in fix.PATCHES.items():
-            if name in sys.modules:
-                patch(sys.modules[name])
-            else:
-                finder.patches.setdefault(name, []).append(patch)
-            PATCHED.append((slug, name))
+        PATCHED.extend((slug, name) for name in register(finder, fixes[slug]))
         APPLIED.append(slug)
     sys.meta_path.insert(0, finder)
 
 
-install([Path(path) for path in os.environ.get(VARIABLE, "").split(os.pathsep) if path])
+def register(finder: PatchOnImport, module: ModuleType) -> list[str]:
+    """Each of the module's PATCHES applied to its module now (already imported) or as it is imported; their names."""
+    for name, patch in module.PATCHES.items():
+        if name in sys.modules:
+            patch(sys.modules[name])
+        else:
+            finder.patches.setdefault(name, []).append(patch)
+    return list(module.PATCHES)
+
+
+def install_mutants(paths: Sequence[Path]) -> None:
+    finder = PatchOnImport()
+    for path in paths:
+        spec = importlib.util.spec_from_file_location(f"mtp_harness_mutant_{path.stem}", path)
+        if spec is None or spec.loader is None or not path.is_file():
+            raise SystemExit(f"{MUTANTS_VARIABLE}: no mutant at {path}")
+        mutant = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mutant)
+        register(finder, mutant)
+        MUTATED.append(path.stem)
+    sys.meta_path.insert(0, finder)
+
+
+def paths_in(variable: str) -> list[Path]:
+    return [Path(path) for path in os.environ.get(variable, "").split(os.pathsep) if path]
+
+
+install(paths_in(VARIABLE))
+install_mutants(paths_in(MUTANTS_VARIABLE))
