@@ -3,7 +3,8 @@ the same target as the harness. llama.cpp's next-token log-probabilities over th
 position of three prompts, must equal the harness's float64 teacher-forced ones within TOLERANCE. Measured on
 2026-12-01: the largest differences were 8.4e-6 (tiny-deepseek-v3), 1.1e-5 (tiny-glm4-moe) and 1.1e-5
 (tiny-qwen3-next), from llama.cpp's float32 CPU kernels (f32 KV cache, no flash attention) and the digits of
-its JSON; tiny-deepseek-v3 converted without its sigmoid routing differs by 2.6. Needs llama.cpp's environment
+its JSON; tiny-deepseek-v3 converted without its sigmoid routing differs by 2.6. On 2026-12-07: 6.2e-6
+(tiny-deepseek-v3-mla576, YaRN and MLA latent 576) and 8.0e-6 (tiny-qwen3-next-hd64). Needs llama.cpp's environment
 for the second test (`mtp-harness engine install llama.cpp`; .ci/run installs it)."""
 
 from __future__ import annotations
@@ -22,7 +23,13 @@ from harness.subjects.engines.llamacpp.environment import ENVIRONMENT as LLAMACP
 from harness.subjects.engines.llamacpp.environment import GGUF_FILE, GGUF_MANIFEST, SERVER
 from harness.subjects.engines.process import EngineProcess
 
-GGUF_FIXTURES = ("tiny-deepseek-v3", "tiny-glm4-moe", "tiny-qwen3-next")
+GGUF_FIXTURES = (
+    "tiny-deepseek-v3",
+    "tiny-glm4-moe",
+    "tiny-qwen3-next",
+    "tiny-deepseek-v3-mla576",
+    "tiny-qwen3-next-hd64",
+)
 PROMPTS = ("natural-01", "code-02", "repetitive-01")
 TOLERANCE = 1e-4  # absolute, on log-probabilities
 
