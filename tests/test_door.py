@@ -132,6 +132,20 @@ def test_a_model_vllm_serves_on_cpu_in_bfloat16_only_is_refused_in_another_dtype
     assert door("model", "tiny-mimo", "vllm-mtp", **read) == "tiny-mimo"
 
 
+def test_the_pinned_transformers_in_process_is_asked_at_the_door_what_it_cannot_serve(door):
+    """transformers-mtp on the harness's own release runs in its process: what that release's MTP generation cannot
+    serve is refused at the door, asked in the harness's Python (model_probe.py), as for another release; before, every
+    case of the run errored with the same reason (1,223 on tiny-qwen3-next-hd64, 2026-12-07)."""
+    from harness.contract.run_options import Reference
+    from harness.door import UsageError
+
+    read = {"dtype": "float64", "reference": Reference.HARNESS}
+    with pytest.raises(UsageError, match=r"has no MTP for Qwen3NextForCausalLM: its config has no num_mtp_layers"):
+        door("model", "tiny-qwen3-next-hd64", "transformers-mtp", **read)
+    assert door("model", "tiny-deepseek-v3", "transformers-mtp", **read) == "tiny-deepseek-v3"
+    assert door("model", "tiny-qwen3-next-hd64", "transformers-assisted", **read) == "tiny-qwen3-next-hd64"
+
+
 def test_an_engines_own_arguments_pass_through_as_data_and_the_harness_settings_are_refused(door):
     from harness.door import UsageError
 

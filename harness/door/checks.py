@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from pathlib import Path
 
 from harness.contract.budget import BUDGETS
@@ -33,6 +34,7 @@ from harness.subjects.engines.abilities import (
     ModelNeeds,
     ModelRunners,
     OwnReference,
+    PinnedInProcess,
     ReleaseModelNeeds,
     SourceBuild,
 )
@@ -146,13 +148,13 @@ def model_directory(model: str) -> Path:
 
 
 def model(value: str | None, reading: Reading) -> str:
-    """The model directory as checked_model checks it, under the run's reference and for the decoder's engine; on
-    another release, what that release can serve of it, asked of the release (ReleaseModelNeeds)."""
+    """The model directory as checked_model checks it, under the run's reference and for the decoder's engine; what
+    the release can serve of it, asked of the release (ReleaseModelNeeds: another release in its environment, the
+    pinned release of an engine that runs in the harness's process in the harness's Python)."""
     checked = checked_model(value or str(DEFAULT_MODEL), reading.checked["reference"], reading.engine)
-    release = reading.checked["engine-version"]
-    problem = release_model_problem(
-        reading.engine, reading.checked["decoder"], flavour_of(reading.checked["device"]), release, checked
-    )
+    release, decoder = reading.checked["engine-version"], reading.checked["decoder"]
+    engine = reading.engine or engine_of_decoder(decoder, any_release=True)  # in process: the pinned release's engine
+    problem = release_model_problem(engine, decoder, flavour_of(reading.checked["device"]), release, checked)
     if problem:
         raise Refusal(problem)
     dtype_problem = model_dtype_problem(reading.engine, reading.checked["dtype"], reading.checked["device"], checked)
@@ -170,11 +172,12 @@ def model_dtype_problem(engine: Engine | None, dtype: str, device: str, model: s
 
 def release_model_problem(engine: Engine | None, decoder: str, flavour: str, release: str | None, model: str) -> str:
     """Why `release` of the engine (installed) cannot serve the model with `decoder`, asked in its environment; ""
-    where it can, or where the engine has no such question (or the run is of the pinned release)."""
-    needs = engine.ability(ReleaseModelNeeds) if engine is not None and release is not None else None
-    if needs is None:
+    where it can, or where the engine has no such question. The pinned release of an engine that runs in the harness's
+    process (PinnedInProcess) is asked in the harness's own Python."""
+    needs = engine.ability(ReleaseModelNeeds) if engine is not None else None
+    if needs is None or (release is None and engine.ability(PinnedInProcess) is None):  # type: ignore[union-attr]
         return ""
-    python = engine.environment.python(flavour, release)  # type: ignore[union-attr]
+    python = Path(sys.executable) if release is None else engine.environment.python(flavour, release)  # type: ignore[union-attr]
     return needs.problem(decoder, python, resolve_model_path(model)) or ""
 
 
