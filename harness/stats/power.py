@@ -66,14 +66,40 @@ def omnibus_sample_size(tv_shift: float, alpha: float, df_at: Callable[[int], in
         N = ceil(lambda(df) / (4 delta^2)),   lambda(df) = noncentrality_for_power(df, alpha, power),
     iterated from df = df_at(1) until df_at(N) no longer grows (pooling keeps more cells at a larger N: the fixed
     point is reached from below, a few steps). The bound is attained by the least favourable alternative, which moves
-    mass delta between two halves of the law in proportion to each cell's probability."""
+    mass delta between two halves of the law in proportion to each cell's probability. The test needs one degree of
+    freedom at least: where the law still pools to one cell at that N (a flat law, no cell of expected count 5), N
+    grows to the smallest at which it pools to two (a larger N only adds power), unless no N does (a law of one
+    cell)."""
     n = 1
     while True:
         df = max(df_at(n), 1)
         needed = math.ceil(noncentrality_for_power(df, alpha, power) / (4 * tv_shift * tv_shift))
         if needed <= n:
-            return n
+            if df_at(n) >= 1:
+                return n
+            testable = smallest_testable_n(n, df_at)
+            if testable == n:  # a law of one cell: nothing to test at any N
+                return n
+            needed = testable  # its cells now counted: the fixed point again from there
         n = needed
+
+
+MAX_SAMPLE_SIZE = 10**9  # beyond it a law that still pools to one cell is taken to have one cell
+
+
+def smallest_testable_n(n: int, df_at: Callable[[int], int]) -> int:
+    """The smallest N >= n at which the law pools to two cells at least (df_at(N) >= 1; df_at never shrinks as N
+    grows), found by doubling then bisection; n itself where no N up to MAX_SAMPLE_SIZE does."""
+    high = n
+    while df_at(high) < 1:
+        if high >= MAX_SAMPLE_SIZE:
+            return n
+        high *= 2
+    low = max(n, high // 2)  # df_at(low) < 1 unless low == high
+    while low + 1 < high:
+        middle = (low + high) // 2
+        low, high = (low, middle) if df_at(middle) >= 1 else (middle, high)
+    return high
 
 
 def law_sample_size(probabilities: dict[object, float], pooled_label: object, tv_shift: float, alpha: float) -> int:
