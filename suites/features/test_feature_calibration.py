@@ -14,6 +14,9 @@ from harness.checks.feature_laws import case_request, law_cases, run_law_case, s
 from harness.contract.budget import BUDGETS
 from harness.contract.seeds import session_shifted
 from harness.stats.calibration import calibration
+from harness.stats.goodness_of_fit import pooled_cells
+from harness.stats.power import smallest_testable_n
+from harness.stats.target_law import OTHER, TargetLaw
 
 pytestmark = pytest.mark.features
 
@@ -22,6 +25,13 @@ CALIBRATED = (
     "law-T1.0-repetition-1.5-k2-sample-repetitive-01",
     "law-T1.0-min-tokens-2-forced-eos-k2-greedy-natural-02",
 )
+
+
+def samples_for(law: TargetLaw) -> int:
+    """SAMPLES, or more where the law pools to one cell at SAMPLES (a flat law: nothing to test, p-values NaN): the
+    smallest N at which it pools to two (harness/stats/power.py smallest_testable_n)."""
+    probabilities = {**law.cells, OTHER: law.other}
+    return smallest_testable_n(SAMPLES, lambda n: pooled_cells(probabilities, n, OTHER) - 1)
 
 
 @pytest.mark.parametrize("case_id", CALIBRATED)
@@ -38,7 +48,7 @@ def test_law_p_values_are_uniform_on_the_correct_decoder(
     chi2_p, g_p = [], []
     for rerun in range(reruns):
         seed = session_shifted(seed_of(f"{case_id}-calibration-{rerun}"), harness_seed)
-        outcome = run_law_case(decoder, bundle, request, case_id, SAMPLES, seed)
+        outcome = run_law_case(decoder, bundle, request, case_id, samples_for, seed)
         chi2_p.append(outcome.fit.chi2_p)
         g_p.append(outcome.fit.g_p)
     for name, values in (("chi-square", np.array(chi2_p)), ("G", np.array(g_p))):
