@@ -84,15 +84,16 @@ def omnibus_sample_size(tv_shift: float, alpha: float, df_at: Callable[[int], in
         n = needed
 
 
-MAX_SAMPLE_SIZE = 10**9  # beyond it a law that still pools to one cell is taken to have one cell
+MAX_GROWTH = 8  # a law that pools to one cell up to 8 times the N its power asks for stays unjudgeable (and fails)
 
 
 def smallest_testable_n(n: int, df_at: Callable[[int], int]) -> int:
     """The smallest N >= n at which the law pools to two cells at least (df_at(N) >= 1; df_at never shrinks as N
-    grows), found by doubling then bisection; n itself where no N up to MAX_SAMPLE_SIZE does."""
+    grows), found by doubling then bisection; n itself where no N up to MAX_GROWTH * n does (a law of one cell, or
+    one spread so thin that testing it would take many times the samples: unjudgeable, never a pass)."""
     high = n
     while df_at(high) < 1:
-        if high >= MAX_SAMPLE_SIZE:
+        if high >= MAX_GROWTH * n:
             return n
         high *= 2
     low = max(n, high // 2)  # df_at(low) < 1 unless low == high
