@@ -112,12 +112,28 @@ VLLM_MODELS = {
 SHIPPED_V1_SLICE = {"tiny-qwen3-next-hd64": ("--", "-k", "natural-01 and k1")}
 
 
+HYBRID_ROLLBACK_MUTANT = "tests/data/vllm-mutant-rejected-drafts-stay-in-the-recurrent-state.py"
+
+
+def run_the_hybrid_rollback_mutant(session: nox.Session) -> None:
+    """A hybrid-state bug of the harness's own making (a rejected draft's recurrent-state update not rolled back,
+    HYBRID_ROLLBACK_MUTANT) put into vLLM beneath the fixes: the greedy suite on the Qwen3-Next fixture must fail on
+    it, with failures no finding explains."""
+    session.run(
+        "mtp-harness", "run", "--decoder", "vllm-mtp", "--model", "tiny-qwen3-next-hd64", "--engine-fixes", "all",
+        *VLLM_MODELS["tiny-qwen3-next-hd64"], "--suite", "greedy", "--report-dir", "reports/nox-vllm-hybrid-mutant",
+        *session.posargs,
+        env={"MTP_HARNESS_ENGINE_MUTANTS": os.path.abspath(HYBRID_ROLLBACK_MUTANT)}, success_codes=[1],
+    )  # fmt: skip
+
+
 @nox.session
 def vllm(session: nox.Session) -> None:
     """vLLM as the subject: its pinned environment (`mtp-harness engine install vllm`), then every suite against
     `vllm-mtp` on each fixture it serves, as shipped and beneath the known bugs (`--engine-fixes all`), both at
-    the ci budget (.ci/run runs the second at the smoke budget), and the judged counts of the four runs.
-    Options after `--` go to `mtp-harness run`, e.g. `-- --budget full`."""
+    the ci budget (.ci/run runs the second at the smoke budget, on tiny-mimo and tiny-glm4-moe), the greedy suite on
+    the hybrid with a hybrid-state mutant (it must fail), and the judged counts of the runs. Options after `--` go to
+    `mtp-harness run`, e.g. `-- --budget full`."""
     install(session)
     session.run("mtp-harness", "engine", "install", "vllm")
     runs = []
@@ -133,19 +149,8 @@ def vllm(session: nox.Session) -> None:
                 "mtp-harness", "run", "--decoder", "vllm-mtp", "--model", model, "--engine-fixes", fixes, *options,
                 "--report-dir", report_dir, *floors, *session.posargs, *shipped_slice,
             )  # fmt: skip
-    # a hybrid-state bug of the harness's own making (a rejected draft's recurrent-state update not rolled back,
-    # tests/data/vllm-mutant-rejected-drafts-stay-in-the-recurrent-state.py) beneath the fixes: the greedy suite on the
-    # Qwen3-Next fixture must fail on it, with failures no finding explains
-    session.run(
-        "mtp-harness", "run", "--decoder", "vllm-mtp", "--model", "tiny-qwen3-next-hd64", "--engine-fixes", "all",
-        *VLLM_MODELS["tiny-qwen3-next-hd64"], "--suite", "greedy", "--report-dir", "reports/nox-vllm-hybrid-mutant",
-        *session.posargs,
-        env={"MTP_HARNESS_ENGINE_MUTANTS": os.path.abspath(HYBRID_ROLLBACK_MUTANT)}, success_codes=[1],
-    )  # fmt: skip
+    run_the_hybrid_rollback_mutant(session)
     session.run("mtp-harness", "summarize", *runs)
-
-
-HYBRID_ROLLBACK_MUTANT = "tests/data/vllm-mutant-rejected-drafts-stay-in-the-recurrent-state.py"
 
 
 # Model Runner V2 on CPU runs its Triton kernels in Triton's interpreter, several times slower than V1 per case (a
