@@ -23,13 +23,7 @@ from harness.subjects.engines.llamacpp.environment import ENVIRONMENT as LLAMACP
 from harness.subjects.engines.llamacpp.environment import GGUF_FILE, GGUF_MANIFEST, SERVER
 from harness.subjects.engines.process import EngineProcess
 
-GGUF_FIXTURES = (
-    "tiny-deepseek-v3",
-    "tiny-glm4-moe",
-    "tiny-qwen3-next",
-    "tiny-deepseek-v3-mla576",
-    "tiny-qwen3-next-hd64",
-)
+GGUF_FIXTURES = tuple(sorted(p.name for p in FIXTURE_MODELS.iterdir() if (p / GGUF_FILE).is_file()))
 PROMPTS = ("natural-01", "code-02", "repetitive-01")
 TOLERANCE = 1e-4  # absolute, on log-probabilities
 

@@ -106,4 +106,9 @@ def smallest_testable_n(n: int, df_at: Callable[[int], int]) -> int:
 def law_sample_size(probabilities: dict[object, float], pooled_label: object, tv_shift: float, alpha: float) -> int:
     """N for a law case (cell -> probability; the pruned rest under `pooled_label`): the omnibus tests over its cells
     pooled at N detect a shift of `tv_shift` with power POWER at level alpha (omnibus_sample_size)."""
-    return omnibus_sample_size(tv_shift, alpha, lambda n: pooled_cells(probabilities, n, pooled_label) - 1)
+    return omnibus_sample_size(tv_shift, alpha, law_df_at(probabilities, pooled_label))
+
+
+def law_df_at(probabilities: dict[object, float], pooled_label: object) -> Callable[[int], int]:
+    """N -> the degrees of freedom of the law's cells pooled at N (Cochran's rule: expected counts only)."""
+    return lambda n: pooled_cells(probabilities, n, pooled_label) - 1

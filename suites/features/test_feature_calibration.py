@@ -14,8 +14,7 @@ from harness.checks.feature_laws import case_request, law_cases, run_law_case, s
 from harness.contract.budget import BUDGETS
 from harness.contract.seeds import session_shifted
 from harness.stats.calibration import calibration
-from harness.stats.goodness_of_fit import pooled_cells
-from harness.stats.power import smallest_testable_n
+from harness.stats.power import law_df_at, smallest_testable_n
 from harness.stats.target_law import OTHER, TargetLaw
 
 pytestmark = pytest.mark.features
@@ -30,8 +29,7 @@ CALIBRATED = (
 def samples_for(law: TargetLaw) -> int:
     """SAMPLES, or more where the law pools to one cell at SAMPLES (a flat law: nothing to test, p-values NaN): the
     smallest N at which it pools to two (harness/stats/power.py smallest_testable_n)."""
-    probabilities = {**law.cells, OTHER: law.other}
-    return smallest_testable_n(SAMPLES, lambda n: pooled_cells(probabilities, n, OTHER) - 1)
+    return smallest_testable_n(SAMPLES, law_df_at({**law.cells, OTHER: law.other}, OTHER))
 
 
 @pytest.mark.parametrize("case_id", CALIBRATED)

@@ -59,10 +59,14 @@ class PatchOnImport(importlib.abc.MetaPathFinder):
 
 def load_fix(path: Path) -> ModuleType:
     """A finding's fix.py, as a module of its own."""
-    slug = path.parent.name
-    spec = importlib.util.spec_from_file_location(f"mtp_harness_fix_{slug.replace('-', '_')}", path)
+    return load_patches(path, f"mtp_harness_fix_{path.parent.name.replace('-', '_')}", f"{VARIABLE}: no fix")
+
+
+def load_patches(path: Path, name: str, missing: str) -> ModuleType:
+    """The file at `path` (a fix or a mutant: its PATCHES) as module `name`; exit saying `missing` where it is not."""
+    spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None or not path.is_file():
-        raise SystemExit(f"{VARIABLE}: no fix at {path}")
+        raise SystemExit(f"{missing} at {path}")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -106,12 +110,7 @@ def register(finder: PatchOnImport, module: ModuleType) -> list[str]:
 def install_mutants(paths: Sequence[Path]) -> None:
     finder = PatchOnImport()
     for path in paths:
-        spec = importlib.util.spec_from_file_location(f"mtp_harness_mutant_{path.stem}", path)
-        if spec is None or spec.loader is None or not path.is_file():
-            raise SystemExit(f"{MUTANTS_VARIABLE}: no mutant at {path}")
-        mutant = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mutant)
-        register(finder, mutant)
+        register(finder, load_patches(path, f"mtp_harness_mutant_{path.stem}", f"{MUTANTS_VARIABLE}: no mutant"))
         MUTATED.append(path.stem)
     sys.meta_path.insert(0, finder)
 
