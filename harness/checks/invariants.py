@@ -65,18 +65,36 @@ class FreshState:
 
 
 _FRESH: dict[tuple[int, tuple[int, ...]], FreshState] = {}
-_FRESH_LIMIT = 8192
+# the memo's bound, in bytes of the tensors it holds (an entry grows with its prefix and the model's state: about
+# 0.3 MB on tiny-mimo and 1.5 MB on tiny-deepseek-v3-mla576 at 100 tokens); over it, the memo starts again
+FRESH_MEMO_BYTES = 512 * 2**20
+_fresh_bytes = 0
 
 
 def fresh_state(bundle: ModelBundle, committed_ids: Sequence[int]) -> FreshState:
     """Prefill t_0..t_{L-2} into a fresh cache, run every MTP depth on the prefix, and score t_{L-1}.
     Memoised per (bundle, prefix): greedy runs revisit the same prefixes."""
+    global _fresh_bytes
     key = (id(bundle), tuple(committed_ids))
     if key not in _FRESH:
-        if len(_FRESH) >= _FRESH_LIMIT:
+        state = _fresh_state(bundle, key[1])
+        size = held_bytes(state)
+        if _fresh_bytes + size > FRESH_MEMO_BYTES:
             _FRESH.clear()
-        _FRESH[key] = _fresh_state(bundle, key[1])
+            _fresh_bytes = 0
+        _FRESH[key] = state
+        _fresh_bytes += size
     return _FRESH[key]
+
+
+def held_bytes(state: FreshState) -> int:
+    """Bytes of the storages a fresh state keeps alive (a view keeps its whole storage)."""
+    tensors = [tensor for layer in state.target_cache for tensor in layer]
+    tensors += [*state.hidden, state.next_logits]
+    tensors += [tensor for pair in state.depth_cache if pair is not None for tensor in pair]
+    tensors += [tensor for pair in state.recurrent.values() for tensor in pair]
+    storages = {tensor.untyped_storage().data_ptr(): tensor.untyped_storage().nbytes() for tensor in tensors}
+    return sum(storages.values())
 
 
 def _fresh_state(bundle: ModelBundle, committed_ids: tuple[int, ...]) -> FreshState:
@@ -90,7 +108,10 @@ def _fresh_state(bundle: ModelBundle, committed_ids: tuple[int, ...]) -> FreshSt
             (layer.keys[0], layer.values[0]) if getattr(layer, "keys", None) is not None else ()
             for layer in cache.layers
         )
-        recurrent = {index: (state.conv[0], state.recurrent[0]) for index, state in layer_states(cache).items()}
+        # copies: a layer's state is a view into the states its prefill passed through (one per token)
+        recurrent = {
+            index: (state.conv[0].clone(), state.recurrent[0].clone()) for index, state in layer_states(cache).items()
+        }
         last = torch.tensor([[committed_ids[-1]]], device=device)
         position = torch.tensor([[len(committed_ids) - 1]], device=device)
         out = decoder(input_ids=last, position_ids=position, cache=cache, use_cache=True).last_hidden_state
