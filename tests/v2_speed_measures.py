@@ -20,10 +20,45 @@ os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
 os.environ["VLLM_USE_V2_MODEL_RUNNER"] = "1"
 cpu_triton.enable_model_runner_v2_on_cpu()
 
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import triton  # noqa: E402 - after the shim: its kernels are interpreted
+import triton.language as tl  # noqa: E402
 from vllm import LLM, SamplingParams  # noqa: E402 - after the shim
 from vllm.inputs import TokensPrompt  # noqa: E402
 
 MODEL = Path(__file__).resolve().parents[1] / "fixtures" / "models" / "tiny-mimo"
+
+
+@triton.jit
+def _draw(out_ints, out_uniform, seed, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    first, second, third, fourth = tl.randint4x(seed, offsets)
+    tl.store(out_ints + 4 * offsets, first)
+    tl.store(out_ints + 4 * offsets + 1, second)
+    tl.store(out_ints + 4 * offsets + 2, third)
+    tl.store(out_ints + 4 * offsets + 3, fourth)
+    tl.store(out_uniform + offsets, tl.rand(seed, offsets.to(tl.int64) * 2**33 + 5))  # high offset bits used
+
+
+def draws(seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Triton's Philox bits (four streams) and uniforms (64-bit offsets) for 2,048 offsets under one seed."""
+    ints, uniform = torch.zeros(4 * 2048, dtype=torch.int32), torch.zeros(2048, dtype=torch.float32)
+    _draw[(2048 // 256,)](ints, uniform, seed, BLOCK=256)
+    return ints.numpy().copy(), uniform.numpy().copy()
+
+
+# Philox on numpy (the measure) gives Triton's own bits: seeds small, large, past 32 bits, negative
+seeds = [0, 1, 7, 2**31 - 1, 2**32 + 3, 2**62 + 12345, -5]
+shipped_draws = [draws(seed) for seed in seeds]
+cpu_triton.interpreter_speed_measures(True)
+measured_draws = [draws(seed) for seed in seeds]
+cpu_triton.interpreter_speed_measures(False)
+same_bits = all(
+    np.array_equal(a[0], b[0]) and np.array_equal(a[1].view(np.uint32), b[1].view(np.uint32))
+    for a, b in zip(shipped_draws, measured_draws, strict=True)
+)
+print(json.dumps({"philox": "randint4x and rand", "seeds": len(seeds), "equal": same_bits}))
 
 
 def counters(llm: LLM) -> dict[str, list[float]]:
@@ -62,7 +97,7 @@ def decode(llm: LLM) -> dict:
     }
 
 
-equal = True
+equal = same_bits
 for draft in ("greedy", "probabilistic"):
     speculative = {"method": "mtp", "num_speculative_tokens": 2, "draft_sample_method": draft}
     llm = LLM(

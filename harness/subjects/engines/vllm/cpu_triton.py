@@ -19,10 +19,12 @@ read when vLLM decorates them at import). What it takes:
   attribute 'to'". The loop variable becomes that scalar tensor (int64 when a bound is int64 or does not fit int32,
   else int32); `tl.static_range`, whose variable is a constexpr when compiled, stays as it is.
 
-Two speed measures, outside vLLM's arithmetic (`interpreter_speed_measures`; MTP_HARNESS_V2_CPU_SPEED=0 leaves them
+Four speed measures, outside vLLM's arithmetic (`interpreter_speed_measures`; MTP_HARNESS_V2_CPU_SPEED=0 leaves them
 out, and tests/v2_speed_measures.py shows V2's greedy tokens, seeded samples, log-probabilities and acceptance counts
-equal with and without them). Measured on tiny-mimo, one greedy request of 48 tokens at k = 2 (27 engine steps, 432
-kernel launches): 1.57 s without them, 0.82 s with both.
+equal with and without them, and Triton's Philox bits equal under seven seeds). Measured on tiny-mimo, one greedy
+request of 48 tokens at k = 2 (27 engine steps, 432 kernel launches): 1.57 s without them, 0.82 s with the first two;
+2026-12-07, medians of four, one engine: 1.62 s without, 0.87 s with the first two, 0.78 s with all four (a seeded
+sampled request: 1.94, 0.96, 0.86 s).
 - the interpreter patches triton.language's builtins with its own at every kernel launch and restores them after
   (`_patch_lang`, about 2.3 ms a launch: `inspect.getmembers` over four modules); in a process where Triton
   interprets every kernel the patched builtins are the same every time, so they are patched once and kept;
@@ -30,18 +32,30 @@ kernel launches): 1.57 s without them, 0.82 s with both.
   64 bits and its range check, and hands the check to `device_assert`, which drops it unless the kernel runs in debug
   mode (semantic.py `binary_op_sanitize_overflow_impl`, `device_assert`): vLLM launches no kernel in debug mode, so the
   interpreter computes a check it then discards. `sanitize_overflow=False` skips computing it; every operation's
-  result is computed as before, and a compiled kernel outside debug mode asserts nothing either.
+  result is computed as before, and a compiled kernel outside debug mode asserts nothing either;
+- Triton's Philox (triton/language/random.py `philox_impl`, under every `tl.rand` and `tl.randint`: V2 draws uniforms
+  at every step, for greedy requests too) runs ten rounds of six interpreted operations on each call; with 32-bit
+  counters it runs here as the same rounds on numpy arrays (`philox_rounds`), the same bits;
+- the interpreter's `_get_np_dtype` builds its table of numpy dtypes at each of its calls; here it is built once.
+
+What is left is Triton's front end: each interpreted operation goes through triton.language's type checks,
+broadcasting and tensor objects in Python (about 70% of V2's time under a profile, 2026-12-07), once per program of
+the grid, and most of V2's kernels run a program per request: a batch of B seeded sampled requests of 32 tokens took
+0.66, 1.83, 5.69 and 21.1 s at B = 1, 4, 16, 64 on V2 against 0.12, 0.14, 0.21 and 0.39 s on V1 (2026-12-07,
+docs/measurements/vllm.md), which runs the same steps in PyTorch on the whole batch at once.
 """
 
 from __future__ import annotations
 
+import functools
 import os
+
+import numpy as np
 
 
 def enable_model_runner_v2_on_cpu() -> None:
     """Apply the shim (idempotent). Must run before vLLM is imported."""
     os.environ["TRITON_INTERPRET"] = "1"
-    import numpy as np
     import triton.backends as triton_backends
     import triton.language as tl
     from triton.language.extra import libdevice
@@ -119,19 +133,25 @@ def interpreter_speed_measures(enabled: bool) -> None:
     import inspect
 
     import triton.language as tl
+    from triton.language import random
     from triton.runtime import interpreter
 
     builder = interpreter.interpreter_builder
     _ORIGINAL.setdefault("patch_lang", interpreter._patch_lang)
     _ORIGINAL.setdefault("sanitize_overflow", builder.options.sanitize_overflow)
+    _ORIGINAL.setdefault("get_np_dtype", interpreter._get_np_dtype)
+    _ORIGINAL.setdefault("philox_impl", random.philox_impl)
     if "kept" in _ORIGINAL:  # the builtins patched once by an earlier call: Triton's own again
         _ORIGINAL.pop("kept").restore()
     if not enabled:
         interpreter._patch_lang = _ORIGINAL["patch_lang"]
+        interpreter._get_np_dtype = _ORIGINAL["get_np_dtype"]
+        random.philox_impl = _ORIGINAL["philox_impl"]
         builder.options = dataclasses.replace(builder.options, sanitize_overflow=_ORIGINAL["sanitize_overflow"])
         return
     kept = _ORIGINAL["kept"] = interpreter._LangPatchScope()  # restored only by the next call
     patched: set[str] = set()
+    patched_globals: set[int] = set()  # the namespaces (a module's globals) seen, their triton.language patched
 
     class KeptScope:
         @staticmethod
@@ -139,8 +159,11 @@ def interpreter_speed_measures(enabled: bool) -> None:
             pass
 
     def patch_lang_once(fn):  # noqa: ANN001 - interpreter._patch_lang: the same patches, made once
+        if id(fn.__globals__) in patched_globals:  # a module whose triton.language modules are all patched
+            return KeptScope()
         langs = [value for value in fn.__globals__.values() if inspect.ismodule(value) and value in (tl, tl.core)]
         assert langs, "triton.language must be visible from within jit'd function"
+        patched_globals.add(id(fn.__globals__))
         for lang in langs:
             if lang.__name__ in patched:
                 continue
@@ -158,3 +181,76 @@ def interpreter_speed_measures(enabled: bool) -> None:
 
     interpreter._patch_lang = patch_lang_once
     builder.options = dataclasses.replace(builder.options, sanitize_overflow=False)
+    interpreter._get_np_dtype = numpy_dtype_of
+    random.philox_impl = philox_on_numpy
+
+
+def numpy_dtype_of(tt_dtype):  # noqa: ANN001, ANN201 - interpreter._get_np_dtype, its table built once
+    """interpreter._get_np_dtype as Triton 3.9 has it, but its table of numpy dtypes is built once, not at each call
+    (about 30,000 calls for 30 engine steps)."""
+    import triton.language as tl
+
+    if isinstance(tt_dtype, tl.pointer_type):
+        return np.dtype(np.uint64)
+    if isinstance(tt_dtype, tl.block_type):
+        if isinstance(tt_dtype.element_ty, tl.pointer_type):
+            return np.dtype(np.uint64)
+        return _numpy_dtypes()[tt_dtype.element_ty]
+    return _numpy_dtypes()[tt_dtype]
+
+
+@functools.cache
+def _numpy_dtypes() -> dict:
+    """interpreter._get_np_dtype's table (bfloat16 held as uint16, the float8 types as uint8)."""
+    import triton.language as tl
+
+    table = {tl.int1: np.dtype(bool), tl.bfloat16: np.dtype(np.uint16)}
+    for name in ("float16", "float32", "float64", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64",
+                 "uint64"):  # fmt: skip
+        table[getattr(tl, name)] = np.dtype(getattr(np, name))
+    for name in ("float8e5", "float8e5b16", "float8e4nv", "float8e4b8", "float8e4b15"):
+        table[getattr(tl, name)] = np.dtype(np.uint8)
+    return table
+
+
+def philox_rounds(counters: tuple, keys: tuple, rounds: int) -> tuple:
+    """Triton's 32-bit Philox (triton/language/random.py, philox_impl) on numpy uint32 arrays, all rounds at once
+    instead of one interpreted operation at a time. Per round, with A = 0xD2511F53, B = 0xCD9E8D57, mod 2^32:
+        c0' = umulhi(B, c2) ^ c1 ^ k0    c1' = B * c2
+        c2' = umulhi(A, c0) ^ c3 ^ k1    c3' = A * c0
+        k0' = k0 + 0x9E3779B9            k1' = k1 + 0xBB67AE85
+    where umulhi(x, y) = (x * y) >> 32 in 64 bits."""
+    c0, c1, c2, c3 = (np.asarray(counter, dtype=np.uint32) for counter in counters)
+    k0, k1 = (np.asarray(key, dtype=np.uint32) for key in keys)
+    a, b, high = np.uint64(0xD2511F53), np.uint64(0xCD9E8D57), np.uint64(32)
+    for _ in range(rounds):
+        from_c0, from_c2 = a * c0.astype(np.uint64), b * c2.astype(np.uint64)
+        c0, c1, c2, c3 = (
+            (from_c2 >> high).astype(np.uint32) ^ c1 ^ k0,
+            from_c2.astype(np.uint32),
+            (from_c0 >> high).astype(np.uint32) ^ c3 ^ k1,
+            from_c0.astype(np.uint32),
+        )
+        k0 = (k0.astype(np.uint64) + np.uint64(0x9E3779B9)).astype(np.uint32)
+        k1 = (k1.astype(np.uint64) + np.uint64(0xBB67AE85)).astype(np.uint32)
+    return c0, c1, c2, c3
+
+
+def philox_on_numpy(c0, c1, c2, c3, k0, k1, n_rounds=10):  # noqa: ANN001, ANN201 - random.philox_impl's signature
+    """random.philox_impl in the interpreter: uint32 counters of one shape and uint32 keys by `philox_rounds`, the
+    same bits (tests/v2_speed_measures.py draws them both ways); anything else by Triton's own."""
+    import triton.language as tl
+    from triton.runtime import interpreter
+
+    values = (c0, c1, c2, c3, k0, k1)
+    rounds = tl.core._unwrap_if_constexpr(n_rounds)
+    counters_alike = all(isinstance(c, tl.tensor) and c.type == c0.type for c in values[:4])
+    keys_scalar = all(isinstance(k, tl.tensor) and k.type == tl.uint32 for k in values[4:])
+    if not (counters_alike and keys_scalar and c0.dtype == tl.uint32 and isinstance(rounds, int)):
+        return _ORIGINAL["philox_impl"](c0, c1, c2, c3, k0, k1, n_rounds)
+    results = philox_rounds(tuple(c.handle.data for c in values[:4]), (k0.handle.data, k1.handle.data), rounds)
+    shape = c0.handle.data.shape
+    return tuple(
+        tl.tensor(interpreter.TensorHandle(np.broadcast_to(result, shape).copy(), tl.uint32), c0.type)
+        for result in results
+    )
