@@ -74,9 +74,11 @@ def test_the_cpu_shim_runs_v2s_top_k_top_p_kernel_as_vllms_pytorch_implementatio
 
 def test_the_shims_speed_measures_leave_v2s_tokens_samples_and_acceptance_as_they_were():
     """cpu_triton.interpreter_speed_measures: one V2 engine decodes the same greedy and seeded sampled requests with
-    Triton's interpreter as shipped and with the measures (greedy and probabilistic drafts): equal tokens,
-    log-probabilities and speculative-decoding counters (the seconds each took are printed, not judged: speed
-    belongs in benchmarks)."""
+    Triton's interpreter as shipped and with the measures (greedy and probabilistic drafts): Triton's Philox bits
+    under seven seeds, then equal tokens, log-probabilities and speculative-decoding counters (the seconds each took
+    are printed, not judged: speed belongs in benchmarks)."""
     done, lines = run_in_vllm_environment("v2_speed_measures.py")
-    assert done.returncode == 0 and len(lines) == 2, done.stdout[-2000:] + done.stderr[-3000:]
-    assert all(line["equal"] and line["counters"]["vllm:spec_decode_num_drafts"][0] > 0 for line in lines), lines
+    assert done.returncode == 0 and len(lines) == 3, done.stdout[-2000:] + done.stderr[-3000:]
+    philox, *decodes = lines
+    assert philox == {"philox": "randint4x and rand", "seeds": 7, "equal": True}, philox
+    assert all(line["equal"] and line["counters"]["vllm:spec_decode_num_drafts"][0] > 0 for line in decodes), lines

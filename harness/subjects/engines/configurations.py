@@ -30,6 +30,10 @@ EVIDENCE = MappingProxyType(
         "preemptions": "requests preempted (their cache freed, recomputed when resumed)",
         "steps_with_requests_waiting": "steps after which a request was left waiting for a place",
         "async_scheduling": "engines running with asynchronous scheduling (the engine's effective setting)",
+        "prefix_caching": "engines running with prefix caching (the engine's effective setting)",
+        "chunked_prefill": "engines running with chunked prefill (the engine's effective setting)",
+        "preemptible": "engines whose KV blocks hold less than a request's context, so that a running request can "
+        "need another block and be preempted for it (from the engine's effective block size)",
         "context_shift": "engines running with context shift (the engine's effective setting)",
         "context_shifts": "context shifts (the oldest tokens of a full context discarded)",
     }

@@ -24,6 +24,9 @@ CONFIGURATIONS: Mapping[str, EngineConfiguration] = configuration_table(
         "leading blocks) starts from cached KV blocks",
         {"enable_prefix_caching": True, "block_size": BLOCK_SIZE},
         ("prefix_cache_hit_tokens",),
+        # vLLM turns it off for MLA on a CPU without AMX (vllm/platforms/cpu.py:516-526), and so does the
+        # hybrid-with-prefix-caching finding's fix for a hybrid with speculation on CPU
+        switch="prefix_caching",
     ),
     EngineConfiguration(
         "chunked-prefill",
@@ -35,6 +38,7 @@ CONFIGURATIONS: Mapping[str, EngineConfiguration] = configuration_table(
             "max_num_seqs": 8,  # vLLM asks for a token budget of at least max_num_seqs
         },
         ("partial_prefills", "prefills_beside_decodes"),
+        switch="chunked_prefill",  # vLLM turns it off for MLA on a CPU without AMX (vllm/platforms/cpu.py:516-526)
     ),
     EngineConfiguration(
         "preempt",
@@ -42,6 +46,10 @@ CONFIGURATIONS: Mapping[str, EngineConfiguration] = configuration_table(
         "preempted and recomputed when resumed",
         {"num_gpu_blocks_override": PREEMPT_BLOCKS, "block_size": BLOCK_SIZE},
         ("preemptions",),
+        # a hybrid's attention blocks are made as large as its recurrent state's page (vllm/platforms/interface.py:
+        # 288 tokens for tiny-qwen3-next-hd64, then capped at its 256-token context): a request never grows into a
+        # second block, so none is preempted (requests wait instead)
+        switch="preemptible",
     ),
     EngineConfiguration(
         "queue",

@@ -183,6 +183,7 @@ class Engine:
             "max_num_seqs": int(scheduler.max_num_seqs),
             "num_gpu_blocks": cache.num_gpu_blocks,
             "block_size": cache.block_size,
+            "max_model_len": int(vllm_config.model_config.max_model_len),
             "async_scheduling": bool(scheduler.async_scheduling),
             "max_logprobs": int(vllm_config.model_config.max_logprobs),
         }
@@ -200,7 +201,11 @@ class Engine:
 
     def take_evidence(self) -> dict:
         counters = self.scheduler.take()
-        counters["async_scheduling"] = int(self.effective()["async_scheduling"])
+        effective = self.effective()
+        counters["async_scheduling"] = int(effective["async_scheduling"])
+        counters["prefix_caching"] = int(effective["enable_prefix_caching"])
+        counters["chunked_prefill"] = int(effective["enable_chunked_prefill"])
+        counters["preemptible"] = int(effective["block_size"] < effective["max_model_len"])
         return counters
 
     def prompt_logprobs(self, prompts: list[list[int]], top: int) -> list[list[dict | None]]:
