@@ -171,3 +171,38 @@ def test_subjects_declare_the_values_they_serve(subjects):
     assert cannot_serve(assisted, draft_mode="greedy") == (
         "decoder 'transformers-assisted' serves draft_mode in {'sample'}, not 'greedy'"
     )
+
+
+@pytest.mark.parametrize("subject", list(SUBJECTS))
+def test_logprobs_are_the_raw_target_ones_at_float32s_precision(deepseek, subject):
+    """Each output token's logprob and its top tokens' are log_softmax of the target's raw logits (teacher-forced in
+    float64), to within float32's rounding: generate() casts the logits to float32 before processing them, which
+    the subjects declare (logprobs_dtype), and which a float64 tolerance would call wrong."""
+    from harness.checks.feature_cases import logprob_tolerance, raw_logits_of_each
+    from harness.checks.feature_checks import logprob_mismatches
+
+    decoder = SUBJECTS[subject](deepseek)
+    request = DecodeRequest(
+        tuple(deepseek.tokenizer.encode("The for statement is used to")),
+        12,
+        sampling=SamplingConfig(temperature=1.0),
+        seed=11,
+        num_draft_tokens=1,
+        draft_mode="sample",
+        logprobs=3,
+        eos_token_ids=deepseek.eos_token_ids,
+    )
+    [result] = decoder.decode([request])
+    [raw] = raw_logits_of_each(deepseek, request.prompt_ids, [result.token_ids])
+    assert len(result.logprobs) == len(result.token_ids)
+    assert decoder.logprobs_dtype == "float32"
+    assert logprob_mismatches(result, raw, 3, logprob_tolerance(torch.float64, decoder)) == []
+    assert logprob_mismatches(result, raw, 3, logprob_tolerance(torch.float64)), "float32's rounding went unseen"
+    processed = [DecodeRequest(request.prompt_ids, 12, sampling=SamplingConfig(temperature=0.5), seed=11,
+                               num_draft_tokens=1, draft_mode="sample", logprobs=3,
+                               eos_token_ids=deepseek.eos_token_ids)]  # fmt: skip
+    [hotter] = decoder.decode(processed)
+    [raw_hotter] = raw_logits_of_each(deepseek, request.prompt_ids, [hotter.token_ids])
+    assert logprob_mismatches(hotter, raw_hotter, 3, logprob_tolerance(torch.float64, decoder)) == [], (
+        "at temperature 0.5 the logprobs must still be the raw (unprocessed) ones"
+    )

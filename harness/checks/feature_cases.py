@@ -118,7 +118,14 @@ def stop_position(bundle: ModelBundle, request: DecodeRequest, output: Sequence[
     return None if cut is None else cut - 1
 
 
-def logprob_tolerance(dtype: torch.dtype) -> float:
+LOGPROB_TOLERANCE = {torch.float64: 1e-9, torch.float32: 1e-4}  # any other dtype: 0.1
+
+
+def logprob_tolerance(dtype: torch.dtype, decoder: object | None = None) -> float:
     """How far a decoder's logprob may be from the teacher-forced one: rounding of the logits in the run's dtype
-    (a verification batch and a one-token pass sum in different orders) over a log-softmax of magnitude ~10."""
-    return {torch.float64: 1e-9, torch.float32: 1e-4}.get(dtype, 0.1)
+    (a verification batch and a one-token pass sum in different orders) over a log-softmax of magnitude ~10; for a
+    decoder that computes its logprobs in a coarser dtype than the run's (its `logprobs_dtype`,
+    harness/contract/decoder.py), that dtype's."""
+    tolerance = LOGPROB_TOLERANCE.get(dtype, 0.1)
+    coarser = getattr(decoder, "logprobs_dtype", None)
+    return max(tolerance, LOGPROB_TOLERANCE.get(getattr(torch, coarser), 0.1)) if coarser else tolerance

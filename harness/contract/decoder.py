@@ -394,7 +394,11 @@ class Decoder(Protocol):
       token with one random draw per emitted token, whatever the drafts); the suites then check that promise.
     - `drafter_depths`: how many of the checkpoint's MTP depths the drafter runs (default: all); draft steps
       beyond them reuse the last one on its own output, as llama.cpp's one-NextN-layer graphs do.
-    - `observer`: the inspection hook, see PassSnapshot."""
+    - `observer`: the inspection hook, see PassSnapshot.
+    - `logprobs_dtype`: the dtype (its torch name, e.g. "float32") the decoder computes the logprobs it reports in,
+      where that is coarser than the run's: transformers' generate() casts the model's logits to float32 before its
+      logits processors (generation/utils.py), so in a float64 run its logprobs carry float32's rounding; the
+      logprob checks then allow that dtype's (harness/checks/feature_cases.py logprob_tolerance)."""
 
     name: str
 

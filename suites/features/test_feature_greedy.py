@@ -101,7 +101,7 @@ def test_greedy_output_under_the_feature(
     if request.logprobs is None:
         return
     raw, _ = processed_along(bundle, request, [result.token_ids])
-    mismatches = logprob_mismatches(result, raw[0], request.logprobs, logprob_tolerance(bundle.dtype))
+    mismatches = logprob_mismatches(result, raw[0], request.logprobs, logprob_tolerance(bundle.dtype, decoder))
     if mismatches:
         attach_record(record_property, "logprobs", logprobs_record(request.seed, result, mismatches))
         pytest.fail(f"{case.settings}: {describe_mismatches(mismatches)}", pytrace=False)

@@ -48,7 +48,7 @@ def test_logprobs_are_the_targets(
         results = decoder.decode(requests)
         raw = raw_logits_of_each(bundle, requests[0].prompt_ids, [result.token_ids for result in results])
         for request, result, logits in zip(requests, results, raw, strict=True):
-            mismatches = logprob_mismatches(result, logits, TOP, logprob_tolerance(bundle.dtype))
+            mismatches = logprob_mismatches(result, logits, TOP, logprob_tolerance(bundle.dtype, decoder))
             if mismatches:
                 attach_record(record_property, "logprobs", logprobs_record(request.seed, result, mismatches))
                 pytest.fail(f"seed {request.seed}: {describe_mismatches(mismatches)}", pytrace=False)

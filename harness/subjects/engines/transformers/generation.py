@@ -23,7 +23,7 @@ from types import MappingProxyType
 import torch
 from transformers import GenerationConfig, PreTrainedModel
 
-from harness.contract.decoder import DecodeRequest, DecodeResult, validate_for_model
+from harness.contract.decoder import DecodeRequest, DecodeResult, TokenLogprobs, validate_for_model
 from harness.contract.errors import HarnessError
 from harness.contract.features import refuse_unserved
 from harness.decoding.batch import truncate
@@ -69,19 +69,20 @@ def _generation_config(request: DecodeRequest, pad_token_id: int, **extra: objec
     return GenerationConfig(**settings)
 
 
-# transformers' generate() passes these on (_generation_config); the others, and why not
-SERVED_FEATURES = frozenset({"repetition_penalty", "logit_bias", "min_tokens", "stop_strings"})
+# transformers' generate() passes these on (_generation_config; logprobs from its output_logits, token_logprobs); the
+# others, and why not
+SERVED_FEATURES = frozenset({"repetition_penalty", "logit_bias", "min_tokens", "stop_strings", "logprobs"})
 WHY_NOT_SERVED = MappingProxyType(
     {
         "min_p": "transformers applies min-p after top-k and top-p (MinPLogitsWarper last), the contract before them",
         "frequency_penalty": "transformers' generate() has no frequency penalty",
         "presence_penalty": "transformers' generate() has no presence penalty",
         "stop_sequences": "transformers stops on strings and EOS ids, not token sequences",
-        "logprobs": "not passed on yet: generate() returns scores after processing (output_logits: raw, per step)",
         "structured_regex": "transformers' generate() has no structured outputs",
         "structured_json_schema": "transformers' generate() has no structured outputs",
         "structured_gbnf": "transformers' generate() has no structured outputs",
-        "n": "not passed on yet: num_return_sequences draws the samples from one global RNG stream",
+        "n": "transformers' assisted generation (MTP's too) refuses num_return_sequences > 1: "
+        "'num_return_sequences has to be 1 when doing assisted generate' (generation/utils.py:1886 in 5.25.0)",
     }
 )
 
@@ -93,6 +94,10 @@ class _TransformersGenerateDecoder:
     serves: Mapping[str, frozenset[object]] = SAMPLED_DRAFTS_ONLY
     features = SERVED_FEATURES
     why_unsupported = WHY_NOT_SERVED
+    # generate() casts the model's logits to float32 before processing them ("needed to retain precision for later
+    # logits manipulations", generation/utils.py:4109-4111 in 5.25.0): its output_logits, and so its logprobs, are
+    # float32 values in a float64 run (measured: 1e-9 to 4e-7 from the float64 target's on tiny-deepseek-v3)
+    logprobs_dtype = "float32"
 
     def __init__(self, bundle: ModelBundle) -> None:
         self.bundle = bundle
@@ -122,6 +127,8 @@ class _TransformersGenerateDecoder:
         prompt = torch.tensor([request.prompt_ids], device=device)
         pad = request.eos_token_ids[0] if request.eos_token_ids else 0
         devices = [device] if device.type == "cuda" else []
+        # logprobs: transformers' raw logits of each output token (output_logits), as the contract's raw logprobs
+        outputs = {"return_dict_in_generate": True, "output_logits": True} if request.logprobs is not None else {}
         with (
             torch.random.fork_rng(devices=devices),
             quiet_transformers(),
@@ -132,15 +139,36 @@ class _TransformersGenerateDecoder:
             output = self.model.generate(
                 prompt,
                 attention_mask=torch.ones_like(prompt),
-                generation_config=_generation_config(request, pad, **self.generation_settings(request)),
+                generation_config=_generation_config(request, pad, **self.generation_settings(request), **outputs),
                 **({"tokenizer": self.bundle.tokenizer} if request.stop_strings else {}),
                 **self.generate_kwargs(request),
             )
-        generated = output[0, prompt.shape[1] :].tolist()
+        sequences = output.sequences if outputs else output
+        generated = sequences[0, prompt.shape[1] :].tolist()
         tokens, finish = truncate(generated, request.max_new_tokens, request.eos_token_ids)
         # generate() stops before max_new_tokens without an EOS only on a stop string (its only other criterion)
         stopped = finish is None and bool(request.stop_strings)
-        return DecodeResult(tuple(tokens), tuple(passes.steps), "stop" if stopped else finish or "length")
+        logprobs = token_logprobs(output.logits, tokens, request.logprobs) if outputs else ()
+        return DecodeResult(
+            tuple(tokens), tuple(passes.steps), "stop" if stopped else finish or "length", logprobs=logprobs
+        )
+
+
+def token_logprobs(logits: Sequence[torch.Tensor], tokens: Sequence[int], top: int) -> tuple[TokenLogprobs | None, ...]:
+    """Each output token's raw log-probability and the `top` most likely tokens', from generate()'s output_logits
+    (one [1, V] tensor per generated token: the model's logits before any logits processor):
+        logprob(t) = log_softmax(logits)[t]
+    None where transformers returned no logits for a token (reported as such, not filled in)."""
+    entries: list[TokenLogprobs | None] = []
+    for position, token in enumerate(tokens):
+        if position >= len(logits):
+            entries.append(None)
+            continue
+        log_probabilities = torch.log_softmax(logits[position][0].double(), dim=-1)
+        best = log_probabilities.topk(top) if top else None
+        pairs = tuple(zip(best.indices.tolist(), best.values.tolist(), strict=True)) if best is not None else ()
+        entries.append(TokenLogprobs(token, float(log_probabilities[token]), pairs))
+    return tuple(entries)
 
 
 class TransformersMTPDecoder(_TransformersGenerateDecoder):

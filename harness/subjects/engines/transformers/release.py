@@ -51,6 +51,7 @@ class TransformersReleaseMTPDecoder(TransformersReleaseDecoder):
     # the request features the in-process subject passes on to generate(), by the same code (generation.py)
     engine_features = TransformersMTPDecoder.features
     why_no_feature = TransformersMTPDecoder.why_unsupported
+    logprobs_dtype = TransformersMTPDecoder.logprobs_dtype
 
     def __init__(self, engine: Engine, bundle: ModelBundle, speculative: bool, options: EngineOptions) -> None:
         super().__init__(engine, bundle, speculative, options)
@@ -66,3 +67,4 @@ class TransformersReleaseAssistedDecoder(TransformersReleaseDecoder):
     drafter = TransformersAssistedDecoder.drafter
     engine_features = TransformersAssistedDecoder.features
     why_no_feature = TransformersAssistedDecoder.why_unsupported
+    logprobs_dtype = TransformersAssistedDecoder.logprobs_dtype
