@@ -28,8 +28,10 @@ def test_samples_where_the_law_has_no_mass_reject_it_with_certainty():
     fit = goodness_of_fit({"a": 1.0, "other": 0.0}, ["a"] * 70 + ["b"] * 30, "other")
     assert (fit.chi2_p, fit.g_p, fit.impossible) == (0.0, 0.0, 30) and fit.tv == pytest.approx(0.3)
     assert fit.labels[-1] == "impossible" and fit.observed[-1] == 30 and fit.expected[-1] == 0.0
+    assert fit.impossible_seen == (("b", 30),), "the report names what was drawn where the law has no mass"
     in_a_zero_cell = goodness_of_fit({"a": 0.5, "b": 0.5, "z": 0.0}, ["a"] * 50 + ["b"] * 49 + ["z"], "other")
     assert in_a_zero_cell.chi2_p == 0.0 and in_a_zero_cell.impossible == 1
+    assert in_a_zero_cell.impossible_seen == (("z", 1),)
     pruned = goodness_of_fit({"a": 0.5, "b": 0.4}, ["a"] * 50 + ["b"] * 40 + ["y"] * 10, "other")
     assert pruned.impossible == 0 and pruned.chi2_p > 0.5, "outside the cells, the law's pruned mass takes them"
 

@@ -20,6 +20,15 @@ def cell_label(cell: tuple, decode: Callable[[list[int]], str]) -> str:
     return " · ".join(repr(decode([token])) for token in cell)
 
 
+def row_label(label: object, fit: GoodnessOfFit, decode: Callable[[list[int]], str]) -> str:
+    """A cells-table row's label; the impossible row names what was drawn there (most frequent first, with counts)."""
+    if label != IMPOSSIBLE or not fit.impossible_seen:
+        return cell_label(label, decode)
+    drawn = ", ".join(f"{cell_label(cell, decode)} x{count}" for cell, count in fit.impossible_seen)
+    more = fit.impossible - sum(count for _, count in fit.impossible_seen)
+    return f"{cell_label(IMPOSSIBLE, decode)}: {drawn}" + (f" and {more} more" if more else "")
+
+
 def law_record(
     case_id: str,
     fit: GoodnessOfFit,
@@ -47,7 +56,7 @@ def law_record(
         "tv": fit.tv,
         "detectable_tv": detectable_tv,
         "cells_table": [
-            {"label": cell_label(label, decode), "observed": observed, "expected": expected}
+            {"label": row_label(label, fit, decode), "observed": observed, "expected": expected}
             for label, observed, expected in zip(fit.labels, fit.observed, fit.expected, strict=True)
         ],
         "pit_histogram": None,

@@ -19,6 +19,7 @@ from scipy import stats
 
 MIN_EXPECTED = 5.0  # Cochran: pool cells whose expected count is below this
 IMPOSSIBLE = "impossible"  # the cell of the observations where the law has no mass
+IMPOSSIBLE_SHOWN = 8
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,8 @@ class GoodnessOfFit:
     observed: tuple[int, ...]
     expected: tuple[float, ...]
     impossible: int = 0  # observations where the law has no mass
+    # which they were: (cell, count), most frequent first, at most IMPOSSIBLE_SHOWN (what a report names)
+    impossible_seen: tuple[tuple[Hashable, int], ...] = ()
     unjudgeable: str | None = None  # why the tests cannot judge the law (df 0)
 
 
@@ -87,6 +90,7 @@ def goodness_of_fit(
     observed = Counter(samples)
     zero_mass = impossible_cells(probabilities, observed, pooled_label)
     impossible = sum(observed[cell] for cell in zero_mass)
+    seen = sorted(((cell, observed[cell]) for cell in zero_mass), key=lambda pair: (-pair[1], repr(pair[0])))
     possible = Counter({cell: count for cell, count in observed.items() if cell not in zero_mass})
     labels, counts, expected = pool_cells(probabilities, possible, n - impossible, pooled_label)
     unjudgeable = None
@@ -119,5 +123,6 @@ def goodness_of_fit(
         tuple(int(c) for c in counts),
         tuple(float(e) for e in expected),
         impossible,
+        tuple(seen[:IMPOSSIBLE_SHOWN]),
         unjudgeable,
     )

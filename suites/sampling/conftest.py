@@ -27,6 +27,7 @@ from harness.contract.records import PositionRecord, SamplingRecord, attach_reco
 from harness.contract.run_options import Reference
 from harness.decoding.slots import KV_BLOCK
 from harness.plugin.shared_work import SharedWork, pickle_safe
+from harness.stats.goodness_of_fit import GoodnessOfFit
 from harness.stats.multiple_testing import FAMILY_ALPHA, holm
 from harness.stats.power import POWER, ks_sample_size, law_sample_size, min_detectable_tv
 from harness.stats.target_law import OTHER
@@ -241,6 +242,16 @@ def sampling_family(pytestconfig, run_options, request, decoder, bundle, prompts
     return SamplingFamily(pytestconfig, run_options, request.session, decoder, bundle, prompts, harness_seed, scorer)
 
 
+def impossible_draws(fit: GoodnessOfFit) -> str:
+    """What was drawn where the law has no mass (token ids, most frequent first), for the failure message."""
+    if not fit.impossible_seen:
+        return ""
+    drawn = ", ".join(
+        f"{list(cell) if isinstance(cell, tuple) else cell} x{count}" for cell, count in fit.impossible_seen
+    )
+    return f"; drawn where the law has no mass: {drawn}"
+
+
 def describe(result: FamilyResult) -> str:
     outcome = result.outcome
     if isinstance(outcome, LawOutcome):
@@ -251,6 +262,7 @@ def describe(result: FamilyResult) -> str:
             f"({result.adjustment} {result.adjusted[0]:.3g}), G p={result.raw[1]:.3g} ({result.adjustment} {result.adjusted[1]:.3g}), KL={fit.kl:.3g}, "
             f"TV={fit.tv:.3g}, detectable TV at power {POWER}: {result.detectable_tv:.3g}; largest cell gap: "
             f"{fit.labels[worst]} observed {fit.observed[worst]} expected {fit.expected[worst]:.1f}"
+            + impossible_draws(fit)
         )
     test, raw, adjusted, how = outcome.test, result.raw, result.adjusted, result.adjustment
     ks, ll = worst_positions(result)
