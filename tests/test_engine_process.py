@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.contract.decoder import DecodeRequest, SamplingConfig
+from harness.contract.decoder import DecodeRequest, DecodeResult, SamplingConfig, with_budget_cuts
 from harness.contract.paths import FIXTURE_MODELS
 from harness.decoding.mtp_decoder import MTPDecoder
 from harness.subjects.engines.process import EngineError, EnginePool, EngineProcess, EngineStartTimeout
@@ -58,6 +58,18 @@ def test_a_request_and_a_result_survive_the_wire(prefix_bundle):
     assert request_message(request)["forced_drafts"] == {"0": 7, "3": 9}
 
 
+def test_budget_cut_drafts_survive_the_wire_and_cap_those_passes_only():
+    """A pass whose drafts the engine's scheduler cut to its token budget (vLLM under a small max_num_batched_tokens)
+    keeps that many drafts in the forced-rejection checks' plan; every other pass keeps the decoder's own cap."""
+    result = DecodeResult((5, 6, 7), (), "length", budget_cut_drafts=((1, 1), (9, 0)))
+    assert parse_result(result_message(result), "here").budget_cut_drafts == ((1, 1), (9, 0))
+    cap = with_budget_cuts(None, result, 4)
+    assert [cap(start) for start in (0, 1, 2, 9)] == [4, 1, 4, 0]
+    near_the_end = with_budget_cuts(lambda start: 5 - start, result, 4)
+    assert [near_the_end(start) for start in (1, 2, 3)] == [1, 3, 2]
+    assert with_budget_cuts(None, DecodeResult((5,), (), "length"), 4) is None
+
+
 def test_an_engine_that_exits_at_start_is_reported_with_its_log():
     with pytest.raises(EngineError, match=r"(?s)exited \(code 3\).*out of memory \(simulated\)"):
         start("exit-at-start")
@@ -100,6 +112,8 @@ def test_an_engine_that_writes_something_else_than_json_is_a_protocol_error(pref
         ({"token_ids": [1], "finish_reason": "eos", "steps": [{"start": 0, "accepted": 0}]}, "step 0: drafts must be"),
         ({"token_ids": [1], "finish_reason": "eos", "engine_steps": [3]}, "engine_steps has 1 entries for 0 steps"),
         ({"token_ids": [1], "finish_reason": "eos", "engine_steps": ["3"]}, "engine_steps must be a list of integers"),
+        ({"token_ids": [1], "finish_reason": "eos", "budget_cut_drafts": [[1]]}, "budget_cut_drafts must be"),
+        ({"token_ids": [1], "finish_reason": "eos", "budget_cut_drafts": [[1, -1]]}, "budget_cut_drafts must be"),
     ],
 )
 def test_a_malformed_result_names_the_field(message, error):

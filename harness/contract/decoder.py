@@ -343,7 +343,10 @@ class DecodeResult:
     step_facts: name -> one value per pass, what the engine's decoder computed from the whole decode call about the
     step each pass ran in (harness/subjects/engines/batch_steps.py): what a decision the engine takes for the whole
     batch reads. logprobs: one TokenLogprobs per output token where the request asked for them (empty otherwise;
-    None for a token an engine reported none for).
+    None for a token an engine reported none for). budget_cut_drafts: (pass start, drafts kept) for each pass whose
+    drafts the engine's scheduler cut to fit the step's token budget, as the engine reports it (vLLM trims a request's
+    drafts to what is left of max_num_batched_tokens, vllm/v1/core/sched/scheduler.py:862-871 in 0.32.0); empty where
+    none was cut or the engine does not say.
     None of these is part of the output: two results that differ only there are equal (logprobs are compared within
     the dtype's tolerance by the features suite)."""
 
@@ -355,6 +358,7 @@ class DecodeResult:
     engine_steps: tuple[int, ...] = field(default=(), compare=False)
     step_facts: Mapping[str, tuple[int, ...]] = field(default_factory=dict, compare=False)  # a dict: it pickles
     logprobs: tuple[TokenLogprobs | None, ...] = field(default=(), compare=False)
+    budget_cut_drafts: tuple[tuple[int, int], ...] = field(default=(), compare=False)
     samples: tuple[DecodeResult, ...] = ()  # a request with n > 1: its n samples (its own fields are sample 0's)
 
 
@@ -472,6 +476,15 @@ def draft_cap(decoder: Decoder, request: DecodeRequest) -> Callable[[int], int] 
     if limit is None:
         return None
     return lambda start: int(limit(len(request.prompt_ids), start, request.max_new_tokens))
+
+
+def with_budget_cuts(cap: Callable[[int], int] | None, result: DecodeResult, k: int) -> Callable[[int], int] | None:
+    """A pass's most drafts, where the engine's scheduler cut a pass's drafts to its step's token budget (the result's
+    budget_cut_drafts): the drafts it kept there, else `cap`'s (k where None)."""
+    cuts = dict(result.budget_cut_drafts)
+    if not cuts:
+        return cap
+    return lambda start: min(k if cap is None else cap(start), cuts.get(start, k))
 
 
 def drafter(decoder: Decoder) -> str:

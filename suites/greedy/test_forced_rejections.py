@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from harness.checks.batches import MIXED, SEPARATED, own_batch
 from harness.checks.schedules import SCHEDULES, expected_steps, forced_drafts, scheduled_rejections
-from harness.contract.decoder import draft_cap, drafts_from, undrafted_after_rejection
+from harness.contract.decoder import draft_cap, drafts_from, undrafted_after_rejection, with_budget_cuts
 from harness.contract.seeds import DEFAULT_SEED
 
 pytestmark = pytest.mark.greedy
@@ -50,7 +50,8 @@ def check_forced_passes(reference, result, request, k, first=0, room=None, undra
         index = plan.rejected_at - plan.start
         if index >= len(step.drafts):
             at_output_end = room is not None and plan.start + k >= room
-            assert at_output_end, (
+            cut = dict(result.budget_cut_drafts).get(step.start) == len(step.drafts)  # the scheduler's budget
+            assert at_output_end or cut, (
                 f"pass at {step.start} proposed {len(step.drafts)} drafts: the forced draft at position "
                 f"{plan.rejected_at} (index {index}) was never proposed"
             )
@@ -81,7 +82,9 @@ def check_schedule(decoder, bundle, reference, check_tokens, passes_on_failure, 
     """The reference's tokens, then the passes the forced drafts imply (recorded if they break)."""
     check_tokens(reference, result, request=request)
     room = context_room(bundle, reference)
-    first, undrafted, cap = drafts_from(decoder), undrafted_after_rejection(decoder), draft_cap(decoder, request)
+    first, undrafted = drafts_from(decoder), undrafted_after_rejection(decoder)
+    # the engine's documented cap near the ends, and the passes whose drafts its scheduler cut to the step's budget
+    cap = with_budget_cuts(draft_cap(decoder, request), result, k)
     rejections = forced_rejections(request, result.token_ids)
     plan = expected_steps(len(result.token_ids), k, rejections, first, undrafted, cap)
     with passes_on_failure(reference, request, result, expected=[(e.start, e.emitted) for e in plan]):

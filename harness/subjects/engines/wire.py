@@ -29,6 +29,7 @@ JSON lines over the server's stdin and stdout (one message per line, UTF-8), pro
     result  = {"token_ids": [int], "finish_reason": "eos" | "length" | "stop",
                "steps": [{"start": int, "drafts": [int], "accepted": int, "emitted": [int]}],
                "prefill_chunk_ends": [int] (optional: where the engine ended each prefill chunk but the last),
+               "budget_cut_drafts": [[start, kept]] (optional: passes whose drafts the scheduler cut to its budget),
                "hidden_pairings": [{"step": int, "position": int, "hidden": [float] | null}] (optional: the MTP
                layer's pairings the engine reports, DecodeResult.hidden_pairings),
                "engine_steps": [int] (optional: the engine step that verified each of `steps`),
@@ -135,6 +136,7 @@ def result_message(result: DecodeResult) -> dict:
         "hidden_pairings": hidden_pairing_records(result.hidden_pairings),
         "engine_steps": list(result.engine_steps),
         "logprobs": logprob_records(result.logprobs),
+        "budget_cut_drafts": [list(cut) for cut in result.budget_cut_drafts],
         **({"samples": [result_message(sample) for sample in result.samples]} if result.samples else {}),
     }
 
@@ -205,8 +207,20 @@ def parse_result(message: object, where: str) -> DecodeResult:
         _pairings(message, where),
         tuple(engine_steps),
         logprobs=logprobs,
+        budget_cut_drafts=_budget_cuts(message, where),
         samples=_samples(message, where),
     )
+
+
+def _budget_cuts(message: Mapping, where: str) -> tuple[tuple[int, int], ...]:
+    """The optional passes whose drafts the engine's scheduler cut to its token budget: [[start, kept], ...]."""
+    raw = message.get("budget_cut_drafts", [])
+    valid = isinstance(raw, list) and all(
+        isinstance(cut, list) and len(cut) == 2 and all(isinstance(v, int) and v >= 0 for v in cut) for cut in raw
+    )
+    if not valid:
+        raise EngineProtocolError(f"{where}: budget_cut_drafts must be [[start, kept], ...] of non-negative integers")
+    return tuple((start, kept) for start, kept in raw)
 
 
 def _samples(message: Mapping, where: str) -> tuple[DecodeResult, ...]:

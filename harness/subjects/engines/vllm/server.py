@@ -344,6 +344,7 @@ class Engine:
                     "steps": steps[key],
                     "engine_steps": [step.pop("engine_step") for step in steps[key]],
                     "prefill_chunk_ends": self.scheduler.chunk_ends.pop(request_id, []),
+                    "budget_cut_drafts": self.scheduler.budget_cuts.pop(request_id, []),
                     **(
                         {"logprobs": token_logprobs(completion, int(request["logprobs"]))}
                         if request.get("logprobs") is not None
@@ -445,11 +446,19 @@ class SchedulerWatch:
     def __init__(self, scheduler) -> None:  # noqa: ANN001 - vLLM's Scheduler
         self.counters: collections.Counter = collections.Counter()
         self.chunk_ends: dict[str, list[int]] = {}  # harness request key -> prompt tokens computed after each chunk
+        # harness request key -> [pass start, drafts kept] where the scheduler cut a pass's drafts to its token budget
+        self.budget_cuts: dict[str, list[list[int]]] = {}
         schedule = scheduler.schedule
 
         def watched_schedule(*args, **kwargs):
+            proposed = {
+                request.request_id: len(request.spec_token_ids)
+                for request in scheduler.running
+                if request.spec_token_ids
+            }
             output = schedule(*args, **kwargs)
             self.observe(scheduler, output)
+            self.observe_budget_cuts(scheduler, output, proposed)
             return output
 
         scheduler.schedule = watched_schedule
@@ -473,6 +482,23 @@ class SchedulerWatch:
                 decoding += 1
         counters["prefills_beside_decodes"] += int(prefilling > 0 and decoding > 0)
         counters["steps_with_requests_waiting"] += int(len(scheduler.waiting) > 0)
+
+    def observe_budget_cuts(self, scheduler, output, proposed: dict) -> None:  # noqa: ANN001 - vLLM's
+        """Passes whose drafts the scheduler cut because the step's token budget ran out (vLLM's scheduler.py:862-871:
+        num_new_tokens = min(tokens with drafts, token budget, ...), the drafts trimmed to fit), not because of the
+        context end (there the drafts are cut to max_model_len - computed - sampled per step, a limit of its own)."""
+        for request_id, drafts in proposed.items():
+            scheduled = output.num_scheduled_tokens.get(request_id)
+            request = scheduler.requests.get(request_id)
+            if scheduled is None or request is None:
+                continue
+            kept = len(output.scheduled_spec_decode_tokens.get(request_id, ()))
+            computed_before = request.num_computed_tokens - scheduled  # the scheduler advanced it for this step
+            context_room = scheduler.max_model_len - computed_before - scheduler.num_sampled_tokens_per_step
+            extra = getattr(request.sampling_params, "extra_args", None) or {}
+            if kept < drafts and scheduled < context_room and HARNESS_KEY in extra:
+                # the pass emits from the next output position on: the output tokens so far
+                self.budget_cuts.setdefault(extra[HARNESS_KEY]["key"], []).append([request.num_output_tokens, kept])
 
     def take(self) -> dict:
         taken, self.counters = dict(self.counters), collections.Counter()
