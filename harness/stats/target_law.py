@@ -39,9 +39,10 @@ class TargetLaw:
     prune_mass: float
 
     def cell_of(self, tokens: tuple[int, ...]) -> tuple:
-        """The cell a sampled continuation (truncated to `length`) falls into."""
-        key = tuple(tokens[: self.length])
-        return key if key in self.cells else OTHER
+        """The cell a sampled continuation falls into: its first `length` tokens. One outside the law's cells keeps
+        them too: the goodness of fit pools it with OTHER where the law has pruned mass left, and names it where the
+        law has none (an impossible draw: harness/stats/goodness_of_fit.py)."""
+        return tuple(tokens[: self.length])
 
 
 def target_law(
