@@ -53,6 +53,25 @@ def test_brackets_in_test_ids_are_literal_and_listed_exceptions_pass():
     assert ids("suites/greedy/test_a.py::test_bp1-k2-final]") == []
 
 
+def test_a_finding_can_list_tests_that_pass_on_some_of_its_releases():
+    """passing_on: the bug is in the release, but these tests (measured) do not reach it there."""
+    finding = Finding(
+        slug="x-bug",
+        title="x",
+        engine="x",
+        decoders=("x-mtp",),
+        found_in="1.0",
+        flavours=("cpu",),
+        failing={"*": ("greedy/test_a.py::test_b[*]",)},
+        passing_on={"0.9": ("greedy/test_a.py::test_b[*-k1-*]",)},
+        signature="x",
+        explains=lambda case: True,
+    )
+    k1, k2 = "greedy/test_a.py::test_b[p1-k1-final]", "greedy/test_a.py::test_b[p1-k2-final]"
+    assert (finding.fails("m", k1, "0.9"), finding.fails("m", k2, "0.9")) == (False, True)
+    assert (finding.fails("m", k1, "1.0"), finding.fails("m", k1)) == (True, True)
+
+
 def test_a_finding_can_fail_more_tests_on_one_model():
     assert ids("suites/sampling/test_c.py::test_d[case]", model="model-2") == ["x-bug"]
     assert ids("suites/sampling/test_c.py::test_d[case]", model="model-1") == []

@@ -13,6 +13,7 @@ import pytest
 from harness.checks.feature_cases import stop_position
 from harness.checks.feature_grid import stop_cases
 from harness.contract.decoder import VerifyStep
+from harness.contract.records import UnjudgedRecord, attach_record
 
 pytestmark = pytest.mark.features
 
@@ -70,7 +71,7 @@ def run_with_forced_own_tokens(case_id, feature, decoder, feature_truth, require
     return case, output, free.steps, forced
 
 
-def check_ended_there(case, result, output, end, stop) -> None:
+def check_ended_there(case, result, output, end, stop, record_property) -> None:
     assert result.token_ids == output[: end + 1], (
         f"stop {stop!r} completes at output position {end} ({case.scenario}): expected the output to end there, got "
         f"{len(result.token_ids)} tokens {result.token_ids}; passes {result.steps}"
@@ -78,14 +79,21 @@ def check_ended_there(case, result, output, end, stop) -> None:
     assert result.finish_reason == "stop", f"finish reason {result.finish_reason!r}, expected 'stop'"
     ending = next(step for step in result.steps if step.start <= end < step.start + len(step.emitted))
     if case.scenario == "mid-run":
-        assert end - ending.start < ending.accepted, f"the stop's last token was not an accepted draft: {ending}"
+        if end - ending.start >= ending.accepted:
+            # the output is right, but the decoder emitted the stop's last token itself, not as an accepted draft
+            # (transformers 5.15.1-5.17.0 verify a candidate that completes a stop one draft short): the case did
+            # not see a stop inside an accepted run, and says so
+            why = f"the decoder emitted the stop's last token itself, not as an accepted draft: {ending}"
+            attach_record(
+                record_property, "unjudged", UnjudgedRecord(checks=["a stop completed inside an accepted run"], why=why)
+            )
     else:
         assert ending.start == end, f"the stop did not span two passes: {result.steps}"
 
 
 @pytest.mark.parametrize("case_id", list(CASES))
 def test_stop_sequence_ends_the_output_where_it_completes(
-    case_id, decoder, bundle, feature_truth, require, require_features
+    case_id, decoder, bundle, feature_truth, require, require_features, record_property
 ):
     forced_run = run_with_forced_own_tokens(
         case_id, "stop_sequences", decoder, feature_truth, require, require_features
@@ -99,12 +107,12 @@ def test_stop_sequence_ends_the_output_where_it_completes(
     )
     assert stop_position(bundle, request, output) == end
     [result] = decoder.decode([request])
-    check_ended_there(case, result, output, end, stop)
+    check_ended_there(case, result, output, end, stop, record_property)
 
 
 @pytest.mark.parametrize("case_id", list(CASES))
 def test_stop_string_ends_the_output_at_the_token_completing_it(
-    case_id, decoder, bundle, feature_truth, require, require_features
+    case_id, decoder, bundle, feature_truth, require, require_features, record_property
 ):
     forced_run = run_with_forced_own_tokens(case_id, "stop_strings", decoder, feature_truth, require, require_features)
     case, output, steps, forced = forced_run
@@ -123,4 +131,4 @@ def test_stop_string_ends_the_output_at_the_token_completing_it(
     assert placed, f"no pass of {steps} gives a {case.scenario} stop string in printable ASCII text"
     end, text, request = placed
     [result] = decoder.decode([request])
-    check_ended_there(case, result, output, end, text)
+    check_ended_there(case, result, output, end, text, record_property)

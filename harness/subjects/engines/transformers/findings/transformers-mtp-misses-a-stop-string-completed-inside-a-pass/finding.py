@@ -37,6 +37,7 @@ def ran_past_a_stop_completed_inside_a_pass(case: FailedCase) -> bool:
     return False
 
 
+STOP_STRING_CASES = "features/test_stop_sequences.py::test_stop_string_ends_the_output_at_the_token_completing_it[*]"
 FINDING = Finding(
     slug="transformers-mtp-misses-a-stop-string-completed-inside-a-pass",
     title="under MTP generation, a stop string completed by a token that is not the last of its verification pass "
@@ -48,7 +49,12 @@ FINDING = Finding(
     flavours=("cpu", "cuda"),
     # each case forces the drafts to the target's own tokens, so the stop's token is an accepted draft with the
     # pass's correction or bonus token after it
-    failing={"*": ("features/test_stop_sequences.py::test_stop_string_ends_the_output_at_the_token_completing_it[*]",)},
+    failing={"*": (STOP_STRING_CASES,)},
+    # 5.15.1 to 5.17.0 ask the stopping criteria of a whole candidate before verifying it (`is_done_candidate`, which
+    # takes n_matches one lower when it completes a stop, generation/utils.py in those releases; 5.18.0 removed it):
+    # with one draft a pass (k = 1) the candidate's end is the stop's token, so the target emits it and the stop is
+    # seen (measured by the matrix, 2026-12-07); with two the stop's token is a draft inside the candidate, missed
+    passing_on=dict.fromkeys(("5.15.1", "5.16.1", "5.17.0"), (STOP_STRING_CASES.replace("[*]", "[*-k1-*]"),)),
     signature="a stop-string case whose output ran on past the position where the stop completes, that position "
     "emitted by a verification pass that emitted more tokens after it; a stop completed by a pass's last token, an "
     "output that ended too early or at the wrong place is not explained",

@@ -36,7 +36,15 @@ FINDING = Finding(
     flavours=("cpu", "cuda"),
     # the EOS is an accepted draft with the pass's next tokens after it only where k >= 2 (transformers serves k <= 2
     # on the two-depth fixtures); at k = 1 the pass ends with the bonus token after it too, so every k it serves
-    failing={"*": ("greedy/test_eos_and_length.py::test_eos_inside_an_accepted_run_ends_the_output_there[*]",)},
+    # and the features suite's min_tokens cases whose EOS an accepted draft brings mid-pass on tiny-deepseek-v3 with its
+    # natural drafts (measured by the matrix on 5.15.1, 2026-12-07: which cases depends on the drafts)
+    failing={
+        "*": ("greedy/test_eos_and_length.py::test_eos_inside_an_accepted_run_ends_the_output_there[*]",),
+        "tiny-deepseek-v3": (
+            "features/test_feature_greedy.py::test_greedy_output_under_the_feature[min-tokens-at-the-eos-free-k2-*]",
+            "features/test_feature_greedy.py::test_greedy_output_under_the_feature[min-tokens-unmet-free-k2-soup-01]",
+        ),
+    },
     signature="the decode's passes emitted more tokens than its output, which ends at the EOS (the engine went on "
     "past an EOS inside a pass); any other break of the pass contract is not explained",
     explains=passes_ran_past_the_output,
