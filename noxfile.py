@@ -264,8 +264,10 @@ def versions_llamacpp(session: nox.Session) -> None:
 @nox.session
 def versions_transformers(session: nox.Session) -> None:
     """Which transformers releases are safe with MTP: `mtp-harness matrix` on TRANSFORMERS_RELEASES (each in its own
-    environment, out of process, tiny-deepseek-v3), the greedy and sampling suites at the smoke budget on each."""
-    run_matrix(session, "transformers-mtp", "tiny-deepseek-v3", TRANSFORMERS_RELEASES, "--suite", "greedy,sampling")
+    environment, out of process, tiny-deepseek-v3), the greedy, sampling and features suites at the smoke budget on
+    each (the features: those transformers passes on to generate(), logprobs included)."""
+    suites = "greedy,sampling,features"
+    run_matrix(session, "transformers-mtp", "tiny-deepseek-v3", TRANSFORMERS_RELEASES, "--suite", suites)
 
 
 @nox.session
