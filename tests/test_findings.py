@@ -493,3 +493,30 @@ def test_the_hybrid_signatures_explain_their_engine_errors_and_no_other():
     unrelated = "TypeError: 'function' object is not subscriptable in some_other_kernel[grid]"
     other_size = "RuntimeError: The size of tensor a (4) must match the size of tensor b (3) in rotary_embedding"
     assert not align(case(unrelated)) and not conv(case(other_size))
+
+
+def test_the_gdn_conv_signature_explains_a_divergence_after_a_short_pass_and_no_other():
+    """Its silent form, as V2 showed it on tiny-qwen3-next-hd64 (long-02, k = 2, 2026-12-07): every draft rejected,
+    the pass at 7 cut to one draft at the context end, the divergence at 8. Not explained: the same divergence with
+    no short pass before it, a near-tie, an output cut short (no token where the reference has one)."""
+    from harness.subjects.engines.findings import FailedCase, signature_module
+    from harness.subjects.engines.vllm.findings import FINDINGS as VLLM_FINDINGS
+
+    explains = signature_module(
+        VLLM_FINDINGS, "vllm-cpu-gdn-mtp-step-shorter-than-the-accepted-run-breaks-the-conv-state"
+    ).conv_state_rolled_past_its_buffer
+
+    def step(start, drafts):
+        return {"start": start, "drafts": [5] * drafts, "accepted": 0, "emitted": [7]}
+
+    def case(steps, **changes):
+        record = {"index": 8, "num_draft_tokens": 2, "actual_token": 449, "near_tie": False, "steps": steps}
+        return FailedCase("n", "DIVERGENCE at generated index 8", {"divergence": {**record, **changes}}, (), None)
+
+    short = [step(0, 0), *(step(s, 2) for s in range(1, 7)), step(7, 1), step(8, 0)]
+    full = [step(0, 0), *(step(s, 2) for s in range(1, 9))]
+    assert explains(case(short))
+    assert not explains(case(full))
+    assert not explains(case(short, near_tie=True))
+    assert not explains(case(short, actual_token=None))
+    assert not explains(case([step(0, 0), *(step(s, 2) for s in range(1, 8)), step(8, 1)]))  # short at the divergence
