@@ -3,6 +3,7 @@ watched test's failure counts as the finding only when the finding's signature e
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -55,17 +56,11 @@ def test_brackets_in_test_ids_are_literal_and_listed_exceptions_pass():
 
 def test_a_finding_can_list_tests_that_pass_on_some_of_its_releases():
     """passing_on: the bug is in the release, but these tests (measured) do not reach it there."""
-    finding = Finding(
-        slug="x-bug",
-        title="x",
-        engine="x",
-        decoders=("x-mtp",),
-        found_in="1.0",
-        flavours=("cpu",),
+    finding = replace(
+        FINDING,
         failing={"*": ("greedy/test_a.py::test_b[*]",)},
+        passing={},
         passing_on={"0.9": ("greedy/test_a.py::test_b[*-k1-*]",)},
-        signature="x",
-        explains=lambda case: True,
     )
     k1, k2 = "greedy/test_a.py::test_b[p1-k1-final]", "greedy/test_a.py::test_b[p1-k2-final]"
     assert (finding.fails("m", k1, "0.9"), finding.fails("m", k2, "0.9")) == (False, True)
