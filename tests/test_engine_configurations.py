@@ -174,24 +174,44 @@ def test_vllms_scheduler_watch_counts_what_the_scheduler_did_from_its_own_state(
     from harness.subjects.engines.vllm.recorder import HARNESS_KEY
     from harness.subjects.engines.vllm.server import SchedulerWatch
 
-    def request(key, prompt, computed):  # computed: after this step's scheduled tokens
+    def request(key, prompt, computed, drafts=(), outputs=0, request_id=""):  # computed: after this step's tokens
         params = Stub(extra_args={HARNESS_KEY: {"key": key}})
-        return Stub(num_prompt_tokens=prompt, num_computed_tokens=computed, sampling_params=params)
+        return Stub(
+            request_id=request_id,
+            num_prompt_tokens=prompt,
+            num_computed_tokens=computed,
+            sampling_params=params,
+            spec_token_ids=list(drafts),
+            num_output_tokens=outputs,
+        )
 
+    # c decodes with 3 drafts of which the step's token budget kept 2; g, at the context end, keeps none of its 2 there
+    requests = {
+        "a": request("b1-r0", 100, 96),
+        "b": request("b1-r1", 40, 32),
+        "c": request("b1-r2", 10, 30, drafts=(7, 8, 9), outputs=20, request_id="c"),
+        "g": request("b1-r3", 10, 255, drafts=(7, 8), outputs=244, request_id="g"),
+    }
     scheduler = Stub(
-        requests={"a": request("b1-r0", 100, 96), "b": request("b1-r1", 40, 32), "c": request("b1-r2", 10, 30)},
+        requests=requests,
         waiting=["d"],
+        running=[requests["c"], requests["g"]],
+        max_model_len=256,
+        num_sampled_tokens_per_step=1,
     )
     outputs = [
         Stub(
             scheduled_new_reqs=[Stub(num_computed_tokens=64), Stub(num_computed_tokens=0)],
             preempted_req_ids={"e"},
-            num_scheduled_tokens={"a": 32, "b": 32, "c": 3},  # a: 64 -> 96 (a chunk), b: 0 -> 32, c: decoding
+            # a: 64 -> 96 (a chunk), b: 0 -> 32, c: decoding 27 -> 30, g: decoding 254 -> 255 (the context's end)
+            num_scheduled_tokens={"a": 32, "b": 32, "c": 3, "g": 1},
+            scheduled_spec_decode_tokens={"c": [7, 8]},
         )
     ]
     scheduler.schedule = lambda: outputs.pop()
     watch = SchedulerWatch(scheduler)
     scheduler.schedule()
+    assert watch.budget_cuts == {"b1-r2": [[20, 2]]}, "a pass cut to the budget, not one cut at the context end"
     assert watch.take() == {
         "prefix_cache_hit_tokens": 64,
         "preemptions": 1,
