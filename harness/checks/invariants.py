@@ -66,8 +66,9 @@ class FreshState:
 
 _FRESH: dict[tuple[int, tuple[int, ...]], FreshState] = {}
 # the memo's bound, in bytes of the tensors it holds (an entry grows with its prefix and the model's state: about
-# 0.3 MB on tiny-mimo and 1.5 MB on tiny-deepseek-v3-mla576 at 100 tokens); over it, the memo starts again
-FRESH_MEMO_BYTES = 512 * 2**20
+# 0.3 MB on tiny-mimo and 1.5 MB on tiny-deepseek-v3-mla576 at 100 tokens); over it, the memo starts again. 2 GiB
+# keeps thousands of prefixes (the old bound was 8,192 entries, whatever their size) within a worker's share of memory
+FRESH_MEMO_BYTES = 2 * 2**30
 _fresh_bytes = 0
 
 
