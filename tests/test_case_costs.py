@@ -21,6 +21,7 @@ from harness.plugin.case_costs import (
     run_kind,
     time_left_s,
     unit_of_nodeid,
+    unmeasured,
 )
 
 pytest_plugins = ["pytester"]
@@ -97,6 +98,22 @@ def test_a_case_costs_its_last_duration_else_its_function_s_median_else_its_suit
     assert list(costs.values()) == [0.4, 0.4, 240.0, SUITE_PRIORS_S["invariants"], SUITE_PRIORS_S["greedy"]]
     assert bare_nodeid(SAMPLING) == "suites/sampling/test_s.py::test_law[case-1]"
     assert bare_nodeid("suites/x.py::test[a@b-c]") == "suites/x.py::test[a@b-c]"  # an @ inside parameters stays
+
+
+def test_a_case_with_no_duration_or_prior_of_its_own_or_its_function_s_is_counted_as_a_guess():
+    """A V2 sampling run costs its cases by the harness decoder's suite prior, which says nothing of V2's family in
+    Triton's interpreter: those cases are the ones the progress line says it guesses."""
+    known = {"suites/greedy/test_g.py::test_natural[k1]": 0.2}
+    priors = {"test_s.py::test_law": 6.0, "test_i.py::test_state[k2]": 3.0}
+    nodeids = [
+        "suites/greedy/test_g.py::test_natural[k4]",  # its function's median
+        SAMPLING,  # its function's prior
+        "suites/invariants/test_i.py::test_state[k2]",  # its own prior
+        "suites/invariants/test_i.py::test_state[k3]",  # a guess: the suite's prior
+        "suites/features/test_f.py::test_law[a]@family",  # a guess
+    ]
+    assert unmeasured(nodeids, known, priors) == set(nodeids[3:])
+    assert unmeasured(nodeids, {**known, "suites/invariants/test_i.py::test_state[k1]": 1.0}, priors) == {nodeids[4]}
 
 
 def test_the_time_left_spreads_what_is_needed_over_the_workers_but_waits_for_the_costliest_unit():

@@ -238,6 +238,24 @@ def case_costs(
     return costs
 
 
+def unmeasured(
+    nodeids: Iterable[str], known: Mapping[str, float], priors: Mapping[str, float] | None = None
+) -> set[str]:
+    """The nodeids case_costs can only guess: neither their own nor their function's duration known, no case or
+    function prior (a suite's prior then: the harness decoder's mean case, which says little of an engine's, e.g. a
+    V2 sampling family in Triton's interpreter)."""
+    priors = priors or {}
+    functions = {function_of(nodeid) for nodeid in known}
+    return {
+        nodeid
+        for nodeid in nodeids
+        if bare_nodeid(nodeid) not in known
+        and function_of(nodeid) not in functions
+        and case_key(nodeid) not in priors
+        and prior_key(nodeid) not in priors
+    }
+
+
 def unit_of_nodeid(nodeid: str) -> str:
     """What runs on one worker, as pytest-xdist's controller sees it: the case's group (`@group` suffix), or itself."""
     suffix = XDIST_GROUP_SUFFIX.search(nodeid)

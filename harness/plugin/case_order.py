@@ -46,7 +46,14 @@ def expected_costs(config: pytest.Config, nodeids: list[str]) -> dict[str, float
     """nodeid -> expected seconds (case_costs.case_costs): the last run of this run's kind in its report directory,
     and the function priors where they are of this run's kind; in a session without the harness's options (this
     plugin alone), the last run of any kind and the suites' priors."""
+    return case_costs(*cost_sources(config, nodeids))
+
+
+def cost_sources(config: pytest.Config, nodeids: list[str]) -> tuple[list[str], dict[str, float], dict[str, float]]:
+    """(nodeids, the last run's durations, the priors) that case_costs and unmeasured read: the last run of this
+    run's kind in its report directory, and the function priors where they are of this run's kind; in a session
+    without the harness's options (this plugin alone), the last run of any kind and no priors."""
     options = run_options(config) if RUN_OPTIONS in config.stash else None
     kind = None if options is None else run_kind(options)
     known = durations_before(config.getoption("harness_report", None), nodeids, kind)
-    return case_costs(nodeids, known, {} if options is None else function_priors_for(options))
+    return nodeids, known, {} if options is None else function_priors_for(options)

@@ -8,7 +8,9 @@ The time left weighs each case by its expected cost (case_costs.py: its duration
 in the same report directory, else its test function's, else a prior), not as an equal share, less what a running
 case has run already, and never shorter than the costliest xdist group still to finish on its one worker: a run whose
 last cases are its slow ones is not "about 4s" from its end. Where running cases have gone past their expected cost,
-the line says how many and by how much, and says the estimate is spent rather than "about 0s left".
+the line says how many and by how much, and says the estimate is spent rather than "about 0s left". Where unfinished
+cases have no measured cost (no duration of theirs or their function's, no prior: a V2 run's sampling suite), the line
+says how many it counts at a guess.
 """
 
 from __future__ import annotations
@@ -20,8 +22,8 @@ import time
 
 import pytest
 
-from harness.plugin.case_costs import overruns_s, remaining_s, time_left_s
-from harness.plugin.case_order import expected_costs
+from harness.plugin.case_costs import case_costs, overruns_s, remaining_s, time_left_s, unmeasured
+from harness.plugin.case_order import cost_sources
 
 PROGRESS_STEPS = 20  # a line every 5% of the cases
 PROGRESS_EVERY_S = 60.0  # and at least one a minute while cases run
@@ -39,10 +41,17 @@ def format_duration(seconds: float) -> str:
 
 
 def progress_line(
-    done: int, total: int, failed: int, elapsed_s: float, left_s: float | None, overruns: list[float] | None = None
+    done: int,
+    total: int,
+    failed: int,
+    elapsed_s: float,
+    left_s: float | None,
+    overruns: list[float] | None = None,
+    guessed: int = 0,
 ) -> str:
     """`done/total cases (pct), failed, elapsed[, time left][, cases running past their expected cost]`; when the
-    estimate is spent while cases still run past theirs, it says so instead of "about 0s left"."""
+    estimate is spent while cases still run past theirs, it says so instead of "about 0s left"; where `guessed`
+    unfinished cases have no measured cost (case_costs.unmeasured), the time left says it counts them at a guess."""
     percent = 100 * done // total if total else 100
     line = f"mtp-harness: {done}/{total} cases ({percent}%), {failed} failed, {format_duration(elapsed_s)} elapsed"
     if left_s is None or done >= total:
@@ -50,6 +59,9 @@ def progress_line(
     overruns = [seconds for seconds in overruns or [] if round(seconds) > 0]  # as the line writes them
     if round(left_s) > 0 or not overruns:
         line = f"{line}, about {format_duration(left_s)} left"
+        if guessed:
+            cases = "1 case" if guessed == 1 else f"{guessed} cases"
+            line = f"{line} ({cases} at a guess: never measured on this decoder and runner)"
     else:
         line = f"{line}, the estimate spent"
     if overruns:
@@ -72,6 +84,7 @@ class Progress:
         self.step = 0  # of the last line: done * PROGRESS_STEPS // total
         self.last_line = self.started
         self.costs: dict[str, float] = {}  # nodeid -> expected seconds, once the cases are known
+        self.guessed: set[str] = set()  # the cases whose cost is a suite's prior (case_costs.unmeasured)
         self.case_started: dict[str, float] = {}  # nodeid -> when it started (cases not finished)
         self.finished: set[str] = set()
         self.workers: set[str] = set()  # pytest-xdist's workers that collected
@@ -104,9 +117,10 @@ class Progress:
                     self.write_line(time.monotonic())
 
     def expect(self, nodeids: list[str]) -> None:
-        costs = expected_costs(self.config, nodeids)
+        sources = cost_sources(self.config, nodeids)
+        costs, guessed = case_costs(*sources), unmeasured(*sources)
         with self.lock:
-            self.costs = costs
+            self.costs, self.guessed = costs, guessed
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:  # without xdist: the items are here
         self.expect([item.nodeid for item in session.items])
@@ -142,12 +156,13 @@ class Progress:
         if reporter is None:
             return
         left = overruns = None
+        guessed = len(self.guessed - self.finished)
         if self.costs:
             running = {nodeid: now - started for nodeid, started in self.case_started.items()}
             left = time_left_s(remaining_s(self.costs, running, self.finished), len(self.workers) or 1)
             overruns = overruns_s(self.costs, running)
         reporter.write_line(
-            progress_line(self.done, self.total(), len(self.failed), now - self.started, left, overruns)
+            progress_line(self.done, self.total(), len(self.failed), now - self.started, left, overruns, guessed)
         )
 
     def pytest_runtest_logfinish(self, nodeid: str) -> None:
