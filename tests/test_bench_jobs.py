@@ -43,6 +43,16 @@ def test_a_line_with_cases_past_their_estimate_reads_back_and_a_spent_estimate_c
     assert time_left_errors(lines) == (100, pytest.approx({25: 60 / 100 - 1, 50: -1.0}))
 
 
+def test_a_line_whose_time_left_counts_cases_at_a_guess_reads_back():
+    lines = [
+        progress_line(25, 100, 0, 100, 60, [12.0], guessed=40),
+        progress_line(50, 100, 0, 150, 45, [], guessed=1),
+        progress_line(100, 100, 0, 200, None),
+    ]
+    assert "about 1m 00s left (40 cases at a guess" in lines[0]
+    assert time_left_errors(lines) == (100, pytest.approx({25: 60 / 100 - 1, 50: 45 / 50 - 1}))
+
+
 def test_a_run_without_progress_lines_has_no_errors():
     assert time_left_errors(["collected 0 items"]) == (None, {})
 

@@ -102,10 +102,10 @@ def test_a_time_left_that_counts_unmeasured_cases_says_how_many_it_guesses():
     """A first V2 run printed "75/1251 cases (5%), 8m 21s elapsed, about 32s left" from the harness decoder's costs."""
     assert progress_line(75, 1251, 0, 501.0, 32.0, [], guessed=900) == (
         "mtp-harness: 75/1251 cases (5%), 0 failed, 8m 21s elapsed, about 32s left "
-        "(900 cases at a guess: never measured on this decoder and runner)"
+        "(900 cases at a guess: not measured in a run of this kind)"
     )
     assert progress_line(75, 1251, 0, 501.0, 32.0, [], guessed=1).endswith(
-        "(1 case at a guess: never measured on this decoder and runner)"
+        "(1 case at a guess: not measured in a run of this kind)"
     )
     assert progress_line(75, 1251, 0, 501.0, 32.0, []).endswith("about 32s left")
 

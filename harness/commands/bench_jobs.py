@@ -26,7 +26,8 @@ TIME_LEFT_GOAL = 0.25  # the time left within 25% of the time actually left
 CHECKPOINTS = (25, 50, 75)
 PROGRESS = re.compile(
     r"mtp-harness: (?P<done>\d+)/(?P<total>\d+) cases \((?P<percent>\d+)%\), \d+ failed, (?P<elapsed>[^,]+) elapsed"
-    r"(?:, about (?P<left>[^,]+) left|, (?P<spent>the estimate spent))?(?:, .+ running past the estimate by .+)?$"
+    r"(?:, about (?P<left>[^,(]+) left(?: \([^)]*\))?|, (?P<spent>the estimate spent))?"
+    r"(?:, .+ running past the estimate by .+)?$"
 )
 DURATION = re.compile(r"^(?:(?P<h>\d+)h)? ?(?:(?P<m>\d+)m)? ?(?:(?P<s>\d+)s)?$")
 

@@ -61,7 +61,7 @@ def progress_line(
         line = f"{line}, about {format_duration(left_s)} left"
         if guessed:
             cases = "1 case" if guessed == 1 else f"{guessed} cases"
-            line = f"{line} ({cases} at a guess: never measured on this decoder and runner)"
+            line = f"{line} ({cases} at a guess: not measured in a run of this kind)"
     else:
         line = f"{line}, the estimate spent"
     if overruns:
