@@ -181,7 +181,7 @@ def vllm_v2(session: nox.Session) -> None:
     # (tests/v2_rejection_mutant: the rejected draft kept as the emitted token): the sampling suite's law cases with
     # forced low-probability drafts (every draft rejected but by chance) must fail on it, at the smoke budget's TV,
     # and pass as shipped (2026-12-07, tiny-mimo, the k = 1 case alone: TV 0.734 with the mutant, passed as shipped,
-    # N = 1,571, 171 s and 152 s; a run of the whole family on V2 had finished no case after 11 minutes)
+    # N = 1,571, 186 s and 167 s; a run of the whole family on V2 had finished no case after 11 minutes)
     for name, env, codes in (
         ("rejection-mutant", {"PYTHONPATH": os.path.abspath("tests/v2_rejection_mutant")}, [1]),
         ("forced-low-shipped", {}, [0]),

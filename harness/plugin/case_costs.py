@@ -217,12 +217,12 @@ def function_priors_for(
     return priors if same else {}
 
 
-def case_costs(
+def measured_costs(
     nodeids: Iterable[str], known: Mapping[str, float], priors: Mapping[str, float] | None = None
 ) -> dict[str, float]:
-    """nodeid -> expected seconds: its known duration, else its function's median known duration, else its
-    function's prior (`priors`, prior_key -> seconds: function_priors_for the run), else its suite's prior (module
-    docstring)."""
+    """nodeid -> expected seconds, for the cases something measured gives a cost: its known duration, else its
+    function's median known duration, else its own or its function's prior (`priors`, case_key and prior_key ->
+    seconds: function_priors_for the run). A case left out has only its suite's prior."""
     priors = priors or {}
     by_function: dict[str, list[float]] = {}
     for nodeid, seconds in known.items():
@@ -230,30 +230,33 @@ def case_costs(
     medians = {function: statistics.median(values) for function, values in by_function.items()}
     costs = {}
     for nodeid in nodeids:
-        prior = priors.get(case_key(nodeid), priors.get(prior_key(nodeid)))
-        if prior is None:
-            prior = SUITE_PRIORS_S.get(suite_of(nodeid), SUITE_PRIORS_S[DEFAULT_SUITE])
         cost = known.get(bare_nodeid(nodeid), medians.get(function_of(nodeid)))
-        costs[nodeid] = prior if cost is None else cost
+        if cost is None:
+            cost = priors.get(case_key(nodeid), priors.get(prior_key(nodeid)))
+        if cost is not None:
+            costs[nodeid] = cost
     return costs
+
+
+def case_costs(
+    nodeids: Iterable[str], known: Mapping[str, float], priors: Mapping[str, float] | None = None
+) -> dict[str, float]:
+    """nodeid -> expected seconds: its measured cost (measured_costs), else its suite's prior (module docstring)."""
+    nodeids = list(nodeids)
+    measured = measured_costs(nodeids, known, priors)
+    return {
+        nodeid: measured.get(nodeid, SUITE_PRIORS_S.get(suite_of(nodeid), SUITE_PRIORS_S[DEFAULT_SUITE]))
+        for nodeid in nodeids
+    }
 
 
 def unmeasured(
     nodeids: Iterable[str], known: Mapping[str, float], priors: Mapping[str, float] | None = None
 ) -> set[str]:
-    """The nodeids case_costs can only guess: neither their own nor their function's duration known, no case or
-    function prior (a suite's prior then: the harness decoder's mean case, which says little of an engine's, e.g. a
-    V2 sampling family in Triton's interpreter)."""
-    priors = priors or {}
-    functions = {function_of(nodeid) for nodeid in known}
-    return {
-        nodeid
-        for nodeid in nodeids
-        if bare_nodeid(nodeid) not in known
-        and function_of(nodeid) not in functions
-        and case_key(nodeid) not in priors
-        and prior_key(nodeid) not in priors
-    }
+    """The nodeids case_costs can only guess (no measured cost: measured_costs), whose suite's prior is the harness
+    decoder's mean case, which says little of an engine's (e.g. a V2 sampling family in Triton's interpreter)."""
+    nodeids = list(nodeids)
+    return set(nodeids) - set(measured_costs(nodeids, known, priors))
 
 
 def unit_of_nodeid(nodeid: str) -> str:
