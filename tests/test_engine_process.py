@@ -18,9 +18,19 @@ SERVER = Path(__file__).with_name("engine_server_for_tests.py")
 MODEL = FIXTURE_MODELS / "tiny-mtp-prefix"
 
 
-def start(mode="ok", k=2, draft_mode="greedy"):
+# Each start either a process of its own or forked from a zygote that imported the server's modules (forked.py): the
+# tests that start engines run both ways, and a forked engine must behave as one started on its own in every one.
+LAUNCHES = {"own-process": None, "forked": {}}
+
+
+@pytest.fixture(params=LAUNCHES.values(), ids=LAUNCHES.keys())
+def preload(request):
+    return request.param
+
+
+def start(mode="ok", k=2, draft_mode="greedy", preload=None):
     config = {"model": str(MODEL), "dtype": "float64", "num_draft_tokens": k, "draft_mode": draft_mode, "mode": mode}
-    return EngineProcess(Path(sys.executable), SERVER, config, {}, f"test-{mode}")
+    return EngineProcess(Path(sys.executable), SERVER, config, {}, f"test-{mode}", preload=preload)
 
 
 def requests(bundle):
@@ -39,9 +49,9 @@ def prefix_bundle():
     return bundle_for(str(MODEL), "cpu", "float64")
 
 
-def test_an_engine_process_returns_what_the_decoder_in_it_computes(prefix_bundle):
+def test_an_engine_process_returns_what_the_decoder_in_it_computes(prefix_bundle, preload):
     batch = requests(prefix_bundle)
-    engine = start()
+    engine = start(preload=preload)
     try:
         assert engine.info == {"name": "harness-mtp", "version": "test"}
         assert engine.decode(batch) == MTPDecoder(prefix_bundle).decode(batch)
@@ -70,28 +80,28 @@ def test_budget_cut_drafts_survive_the_wire_and_cap_those_passes_only():
     assert with_budget_cuts(None, DecodeResult((5,), (), "length"), 4) is None
 
 
-def test_an_engine_that_exits_at_start_is_reported_with_its_log():
+def test_an_engine_that_exits_at_start_is_reported_with_its_log(preload):
     with pytest.raises(EngineError, match=r"(?s)exited \(code 3\).*out of memory \(simulated\)"):
-        start("exit-at-start")
+        start("exit-at-start", preload=preload)
 
 
-def test_an_engine_that_cannot_start_reports_its_own_error():
+def test_an_engine_that_cannot_start_reports_its_own_error(preload):
     with pytest.raises(EngineError, match="did not start: ValueError: head_dim 16 is not supported"):
-        start("not-ready")
+        start("not-ready", preload=preload)
 
 
-def test_an_engine_that_dies_mid_call_fails_that_call_and_the_pool_starts_a_new_one(prefix_bundle):
+def test_an_engine_that_dies_mid_call_fails_that_call_and_the_pool_starts_a_new_one(prefix_bundle, preload):
     pool = EnginePool()
-    dying = pool.get(("k2",), lambda: start("exit-on-decode"))
+    dying = pool.get(("k2",), lambda: start("exit-on-decode", preload=preload))
     with pytest.raises(EngineError, match=r"exited \(code 4\) while the harness waited for decode call 1"):
         dying.decode(requests(prefix_bundle)[:1])
-    fresh = pool.get(("k2",), start)
+    fresh = pool.get(("k2",), lambda: start(preload=preload))
     assert fresh is not dying and fresh.alive
     pool.close()
 
 
-def test_an_engine_that_writes_something_else_than_json_is_a_protocol_error(prefix_bundle):
-    engine = start("garbage")
+def test_an_engine_that_writes_something_else_than_json_is_a_protocol_error(prefix_bundle, preload):
+    engine = start("garbage", preload=preload)
     try:
         with pytest.raises(EngineProtocolError, match="not JSON: 'this is not JSON"):
             engine.decode(requests(prefix_bundle)[:1])
@@ -121,14 +131,14 @@ def test_a_malformed_result_names_the_field(message, error):
         parse_result(message, "engine x, request 0")
 
 
-def test_the_pool_closes_the_least_recently_used_engine_to_make_room(prefix_bundle):
+def test_the_pool_closes_the_least_recently_used_engine_to_make_room(prefix_bundle, preload):
     pool = EnginePool(max_alive=1)
-    first = pool.get(("k2",), start)
+    first = pool.get(("k2",), lambda: start(preload=preload))
     first.evidence["preemptions"] += 3  # counters the engine sent with its replies
-    second = pool.get(("k1",), lambda: start(k=1))
+    second = pool.get(("k1",), lambda: start(k=1, preload=preload))
     second.evidence["preemptions"] += 1
     assert not first.alive and second.alive
-    assert pool.get(("k1",), start) is second
+    assert pool.get(("k1",), lambda: start(preload=preload)) is second
     assert pool.take_evidence() == {"preemptions": 4}, "the closed engine's counters count too"
     assert pool.take_evidence() == {}
     pool.close()
@@ -141,7 +151,7 @@ def test_an_engine_with_one_flavour_installs_that_flavour_by_default():
     assert default_flavour(LLAMACPP) == "cpu"  # also on a CUDA machine: llama.cpp's wheel is its CPU build
 
 
-def test_a_start_that_never_answers_is_killed_and_started_once_more(prefix_bundle):
+def test_a_start_that_never_answers_is_killed_and_started_once_more(prefix_bundle, preload):
     """A hung start (no answer by the start timeout) saw nothing the engine computed: the pool kills it and starts the
     engine once more; a second hang fails the call as an engine that did not start."""
     config = {"model": str(MODEL), "dtype": "float64", "num_draft_tokens": 2, "draft_mode": "greedy"}
@@ -150,7 +160,7 @@ def test_a_start_that_never_answers_is_killed_and_started_once_more(prefix_bundl
     def hangs_once():
         mode = next(modes)
         timeout = 3 if mode == "hang-at-start" else 300  # the hung start is given up on at once
-        return EngineProcess(Path(sys.executable), SERVER, {**config, "mode": mode}, {}, "test-hang", timeout)
+        return EngineProcess(Path(sys.executable), SERVER, {**config, "mode": mode}, {}, "test-hang", timeout, preload)
 
     pool = EnginePool()
     engine = pool.get(("k2",), hangs_once)
@@ -159,9 +169,23 @@ def test_a_start_that_never_answers_is_killed_and_started_once_more(prefix_bundl
     pool.close()
 
     def hangs():
-        return EngineProcess(Path(sys.executable), SERVER, {**config, "mode": "hang-at-start"}, {}, "test-hang", 1)
+        return EngineProcess(
+            Path(sys.executable), SERVER, {**config, "mode": "hang-at-start"}, {}, "test-hang", 1, preload
+        )
 
     with pytest.raises(
         EngineStartTimeout, match="no answer after 1 s while the harness waited for the engine to start"
     ):
         EnginePool().get(("k2",), hangs)
+
+
+def test_engines_started_from_different_tests_share_one_zygote(tmp_path):
+    """The zygote is keyed by the server process's environment, less the test's name pytest puts in it: otherwise
+    each test would import the engine again in a zygote of its own."""
+    from harness.subjects.engines import forked
+
+    env = {"PATH": "/usr/bin", "MTP_HARNESS_X": "1"}
+    first = forked.zygote_for(Path(sys.executable), SERVER, {**env, "PYTEST_CURRENT_TEST": "a"}, {}, tmp_path / "a")
+    same = forked.zygote_for(Path(sys.executable), SERVER, {**env, "PYTEST_CURRENT_TEST": "b"}, {}, tmp_path / "b")
+    other = forked.zygote_for(Path(sys.executable), SERVER, {**env, "MTP_HARNESS_X": "2"}, {}, tmp_path / "c")
+    assert first is same and other is not first

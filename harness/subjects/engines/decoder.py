@@ -94,6 +94,12 @@ class EngineDecoder:
         """Environment variables of the engine's process, besides the harness's own."""
         return {}
 
+    def server_preload(self, config: Mapping[str, object]) -> Mapping[str, object] | None:
+        """What the server's `prepare_process` needs to import the engine before its configuration arrives, for
+        engines whose servers are forked from a zygote that imported it once (forked.py); None: a process of its own
+        each start (the default)."""
+        return None
+
     def server_python(self) -> Path:
         """The Python of the environment the engine's processes run in (default: the engine's installed one)."""
         return self.engine.environment.python(self.flavour, self.options.version)
@@ -155,7 +161,8 @@ class EngineDecoder:
         if self.options.fixes and fixes is not None:
             env.update(fixes.process_environment(self.options.fixes))
         python = self.server_python()
-        process = EngineProcess(python, self.engine.server, self.server_config(k, draft_mode), env, label)
+        config = self.server_config(k, draft_mode)
+        process = EngineProcess(python, self.engine.server, config, env, label, preload=self.server_preload(config))
         applied = tuple(process.info.get("fixes", ()))
         if fixes is not None and applied != self.options.fixes:
             process.close()

@@ -1,7 +1,8 @@
 """An engine server in its own process, spoken to in the wire format (harness/subjects/engines/wire.py).
 
 One process per engine configuration (model, dtype, k, draft mode) lives as long as the decoder that
-started it (a pytest session), not one per request. The server's stderr goes to a log file whose tail is
+started it (a pytest session), not one per request; an engine whose decoder asks for it is forked from a zygote that
+imported the engine once (forked.py). The server's stderr goes to a log file whose tail is
 shown when the engine fails; a crash fails the decode call that was running, and the next call starts a
 fresh process.
 """
@@ -22,7 +23,7 @@ from pathlib import Path
 
 from harness.contract.decoder import DecodeRequest, DecodeResult
 from harness.contract.errors import HarnessError
-from harness.subjects.engines import serving
+from harness.subjects.engines import forked, serving
 from harness.subjects.engines.serving.server_loop import PROTOCOL
 from harness.subjects.engines.wire import EngineProtocolError, parse_result, request_message
 
@@ -69,7 +70,10 @@ class EngineProcess:
         env: Mapping[str, str],
         label: str,
         startup_timeout: float = STARTUP_TIMEOUT_SECONDS,
+        preload: Mapping[str, object] | None = None,
     ) -> None:
+        """preload: where given (and forking is on), the server is forked from the zygote of this Python, server,
+        environment and preload (forked.py) instead of started as a process of its own."""
         self.label = label
         self.config = dict(config)
         log_dir = Path(os.environ.get("MTP_HARNESS_ENGINE_LOGS") or Path(tempfile.gettempdir()) / "mtp-harness-engines")
@@ -77,15 +81,20 @@ class EngineProcess:
         self.log_path = log_dir / f"{label}-{os.getpid()}-{time.time_ns()}.log"
         self._log = self.log_path.open("w")
         try:
-            self.process = subprocess.Popen(
-                [str(python), str(server)],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=self._log,
-                text=True,
-                env=server_environment(env),
-            )
-        except OSError as error:
+            if preload is not None and forked.ENABLED:
+                zygote_log = self.log_path.with_name(f"zygote-{label}-{os.getpid()}-{time.time_ns()}.log")
+                zygote = forked.zygote_for(python, server, server_environment(env), preload, zygote_log)
+                self.process: subprocess.Popen | forked.ForkedServer = zygote.fork(self._log)
+            else:
+                self.process = subprocess.Popen(
+                    [str(python), str(server)],
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=self._log,
+                    text=True,
+                    env=server_environment(env),
+                )
+        except (OSError, forked.ZygoteError) as error:
             raise EngineUnavailable(f"engine {label}: cannot start {python} {server}: {error}") from error
         self._calls = 0
         # the engine's own counters of what it did (configurations.EVIDENCE), summed over calls since the last take
@@ -198,7 +207,8 @@ class EnginePool:
     """Engine processes by configuration key, started on first use and closed at exit. At most `max_alive`
     live at once (each holds a model and its KV cache; a vLLM engine of a fixture about 0.9 GB): the least recently
     used one is closed to make room. Eight covers the suites' keys (k = 1..4, greedy and sampled drafts), so that
-    no engine is started twice in a run: a start costs about 13 s of CPU (vLLM on CPU)."""
+    no engine is started twice in a run: a start costs about 13 s of CPU (vLLM on CPU; 4 to 6 s forked from its
+    zygote)."""
 
     def __init__(self, max_alive: int = int(os.environ.get("MTP_HARNESS_MAX_ENGINES", "8"))) -> None:
         self.max_alive = max(1, max_alive)

@@ -141,19 +141,29 @@ def llm_arguments(config: dict) -> dict:
     }
 
 
+def prepare_process(config: dict) -> None:
+    """What must be set before vLLM is imported, then the import: the engine core in this process, the model runner
+    asked for, V2's enabling shim on a CPU. Run by Engine, and by the zygote a vLLM server is forked from
+    (harness/subjects/engines/serving/zygote.py) with the runner and platform alone, before any configuration
+    arrives; idempotent."""
+    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # the engine core runs in this process
+    runner = config.get("runner")  # v1 or v2: the model runner the run asked for (else vLLM's own choice)
+    if runner is not None:
+        os.environ["VLLM_USE_V2_MODEL_RUNNER"] = "1" if runner == "v2" else "0"
+    if runner == "v2" and config.get("platform") == "cpu":
+        from cpu_triton import enable_model_runner_v2_on_cpu  # beside this file; before vLLM is imported
+
+        enable_model_runner_v2_on_cpu()
+        os.environ[V2_CPU_SHIM] = "1"  # and in every worker process vLLM spawns (above)
+    import vllm  # noqa: F401 - imported here once, before an engine is built
+    from vllm import LLM  # noqa: F401 - LLM's own imports (the engine, the model executor)
+
+
 class Engine:
     """One vLLM LLM instance (in this process) with the harness's hooks installed on its model runner."""
 
     def __init__(self, config: dict) -> None:
-        os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # the engine core runs in this process
-        runner = config.get("runner")  # v1 or v2: the model runner the run asked for (else vLLM's own choice)
-        if runner is not None:
-            os.environ["VLLM_USE_V2_MODEL_RUNNER"] = "1" if runner == "v2" else "0"
-        if runner == "v2" and config.get("platform") == "cpu":
-            from cpu_triton import enable_model_runner_v2_on_cpu  # beside this file; before vLLM is imported
-
-            enable_model_runner_v2_on_cpu()
-            os.environ[V2_CPU_SHIM] = "1"  # and in every worker process vLLM spawns (above)
+        prepare_process(config)
         import vllm
         from vllm import LLM
 
