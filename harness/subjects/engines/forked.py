@@ -18,7 +18,6 @@ import select
 import signal
 import socket
 import subprocess
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import IO
@@ -63,13 +62,9 @@ class ForkedServer:
                 os.kill(self.pid, signal.SIGKILL)
 
     def _ended(self) -> None:
-        """Its exit status from the zygote, which reaps it when it exits (-9 when the zygote is gone)."""
-        status = None
-        for _ in range(100):  # the exit and the zygote's reaping are moments apart
-            status = self.zygote.status(self.pid)
-            if status is not None:
-                break
-            time.sleep(0.01)
+        """Its exit status from the zygote (-9 when the zygote is gone): the pidfd is readable once the process has
+        exited, and the zygote reaps it before it answers."""
+        status = self.zygote.status(self.pid)
         self.returncode = status if status is not None else -signal.SIGKILL
         os.close(self._pidfd)
 
@@ -105,6 +100,8 @@ class Zygote:
         try:
             socket.send_fds(self._channel, [b'{"op": "fork"}'], [their_stdin, their_stdout, log.fileno()])
         except OSError as error:
+            os.close(our_stdin)
+            os.close(our_stdout)
             raise ZygoteError(f"the zygote is gone ({error})\n{self.log_tail()}") from error
         finally:
             os.close(their_stdin)
