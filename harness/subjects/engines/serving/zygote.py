@@ -22,6 +22,7 @@ exits; a forked server exits when the harness closes its stdin, as a server star
 from __future__ import annotations
 
 import atexit
+import gc
 import json
 import os
 import runpy
@@ -80,6 +81,13 @@ def main() -> None:
         prepare = runpy.run_path(server, run_name="__zygote__").get("prepare_process")
         if prepare is not None:
             prepare(preload)
+        # Every object the import made goes to the collector's permanent generation (what vLLM's own freeze_gc_heap
+        # does once its engine is built): a forked server's collections then walk only what it makes itself. vLLM
+        # collects seven times while it builds an engine; measured on tiny-mimo, 2026-12-07: LLM() 3.9 s forked
+        # from an unfrozen zygote, 1.9 s frozen. Collection decides only when unreachable cycles are freed, and
+        # what an import made stays reachable from its modules.
+        gc.collect()
+        gc.freeze()
     except BaseException as error:  # the harness shows it with the zygote's log
         traceback.print_exc()
         reply({"ready": False, "error": f"{type(error).__name__}: {error}"})
