@@ -155,7 +155,7 @@ def prepare_process(config: dict) -> None:
 
         enable_model_runner_v2_on_cpu()
         os.environ[V2_CPU_SHIM] = "1"  # and in every worker process vLLM spawns (above)
-    import vllm  # noqa: F401 - imported here once, before an engine is built
+    import vllm  # imported here once, before an engine is built
     from vllm import LLM  # noqa: F401 - LLM's own imports (the engine, the model executor)
 
     if config.get("platform") == "cpu":  # the CPU worker's modules, which LLM() imports when it builds its worker:
