@@ -159,7 +159,7 @@ def prepare_process(config: dict) -> None:
     from vllm import LLM  # noqa: F401 - LLM's own imports (the engine, the model executor)
 
     if config.get("platform") == "cpu":  # the CPU worker's modules, which LLM() imports when it builds its worker:
-        import vllm.v1.worker.cpu_worker  # noqa: F401 - in the zygote once (measured: LLM() 1.9 s -> 1.3 s forked)
+        import vllm.v1.worker.cpu_worker  # in the zygote once (measured: LLM() 1.9 s -> 1.3 s forked)
 
         if runner == "v2":  # and V2's model runner, which the worker imports when it is built (its Triton kernels)
             import vllm.v1.worker.cpu.model_runner  # noqa: F401
